@@ -8,9 +8,15 @@
 //! Providers (`dat-provider-tcp`, `dat-provider-shm`, `dat-provider-verbs`) own the I/O and
 //! report *facts*; this crate decides state transitions, events and return codes, so every
 //! provider has identical DAT semantics. Applications use the `dat` facade crate.
-#![forbid(unsafe_code)]
+#![deny(unsafe_code)]
 
 pub mod error;
 pub mod types;
 
 pub use error::{DatError, DatResult, ErrorType, Subtype};
+
+pub mod cno;
+pub mod config;
+pub mod ep;
+pub mod evd;
+pub mod mem;

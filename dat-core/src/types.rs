@@ -594,3 +594,35 @@ mod tests {
         assert!((MemPriv::LOCAL_WRITE | MemPriv::REMOTE_WRITE).is_remote());
     }
 }
+
+macro_rules! object_ids {
+    ($($(#[$m:meta])* $name:ident),* $(,)?) => {$(
+        $(#[$m])*
+        ///
+        /// Ids are allocated by the layer that creates the object, are unique for the life of
+        /// their IA and are never reused, so a stale id can only ever miss.
+        #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+        pub struct $name(pub u32);
+    )*};
+}
+
+object_ids! {
+    /// Identifies a protection zone within its IA.
+    PzId,
+    /// Identifies a local memory region within its IA.
+    LmrId,
+    /// Identifies a remote memory region (memory window) within its IA.
+    RmrId,
+    /// Identifies an event dispatcher within its IA.
+    EvdId,
+    /// Identifies a consumer notification object within its IA.
+    CnoId,
+    /// Identifies an endpoint within its IA.
+    EpId,
+    /// Identifies a service point (PSP or RSP) within its IA.
+    SpId,
+    /// Identifies a connection request within its IA (allocated by the provider).
+    CrId,
+    /// Identifies a shared receive queue within its IA.
+    SrqId,
+}

@@ -1,0 +1,1 @@
+//! Consumer notification objects (CNO): pure trigger/wait logic.

@@ -1,0 +1,1 @@
+//! Configuration: the TOML IA registry, its resolution order, and classic dat.conf files.

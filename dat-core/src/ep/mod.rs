@@ -1,0 +1,2 @@
+//! Endpoints: the state machine and attributes.
+pub mod state;

@@ -1,0 +1,1 @@
+//! The endpoint state machine.

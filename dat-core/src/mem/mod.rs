@@ -1,0 +1,1 @@
+//! Registered memory: buffers, the LMR/RMR table and the protection checks.
