@@ -1,1 +1,0 @@
-//! The event dispatcher (EVD): events, the bounded queue and its wait/dequeue rules.
