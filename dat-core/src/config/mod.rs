@@ -217,6 +217,9 @@ impl Registry {
     /// Choose the IA to open: `explicit`, else `$DAT_IA` (if set and non-empty), else the
     /// registry's `default`, else the only IA when there is exactly one.
     ///
+    /// An explicit name is always looked up as given (even `""`); an empty `$DAT_IA` counts as
+    /// unset.
+    ///
     /// # Errors
     ///
     /// Both map to `DAT_PROVIDER_NOT_FOUND | DAT_NAME_NOT_REGISTERED` via
@@ -314,6 +317,48 @@ fn name_problem(name: &str) -> Option<String> {
 /// 1-based line number of byte `offset` in `text` (offsets past the end count as the last line).
 fn line_of(text: &str, offset: usize) -> usize {
     text.bytes().take(offset).filter(|&b| b == b'\n').count() + 1
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    // Read-only checks of the real environment (tests never modify it).
+    #[test]
+    fn process_env_reads_files_and_reports_missing_ones() {
+        let env = ProcessEnv;
+        let manifest = Path::new(env!("CARGO_MANIFEST_DIR")).join("Cargo.toml");
+        let text = env
+            .read_file(&manifest)
+            .map(|t| t.map(|t| t.contains("dat-core")));
+        assert_eq!(text.ok(), Some(Some(true)));
+        let missing = Path::new(env!("CARGO_MANIFEST_DIR")).join("no-such-file.toml");
+        assert!(matches!(env.read_file(&missing), Ok(None)));
+        // A directory exists but is not readable as a file.
+        assert!(
+            env.read_file(Path::new(env!("CARGO_MANIFEST_DIR")))
+                .is_err()
+        );
+        assert_eq!(env.var("DATRS_TEST_VARIABLE_THAT_IS_NEVER_SET"), None);
+    }
+
+    #[test]
+    fn source_display() {
+        assert_eq!(Source::Embedded.to_string(), "<embedded config/dat.toml>");
+        assert_eq!(
+            Source::File(PathBuf::from("/etc/dat/dat.toml")).to_string(),
+            "/etc/dat/dat.toml"
+        );
+    }
+
+    #[test]
+    fn name_rules() {
+        assert_eq!(name_problem("tcp-lo"), None);
+        assert_eq!(name_problem(&"é".repeat(127)), None); // 254 bytes
+        assert!(name_problem(&"é".repeat(128)).is_some()); // 256 bytes
+        assert!(name_problem("a\tb").is_some());
+        assert!(name_problem("a\u{7f}").is_some());
+    }
 }
 
 /// A fake [`Environment`] for tests: variables and files from maps, optional read failures.

@@ -51,7 +51,14 @@ impl Ctx<'_> {
     }
 
     fn syntax(&self, e: &toml::de::Error) -> ConfigError {
-        let message = format!("TOML syntax error: {}", e.message().trim_end());
+        // toml's messages may span lines ("invalid table header\nexpected ..."): keep one line.
+        let detail: Vec<&str> = e
+            .message()
+            .lines()
+            .map(str::trim)
+            .filter(|l| !l.is_empty())
+            .collect();
+        let message = format!("TOML syntax error: {}", detail.join("; "));
         self.err(
             ConfigErrorKind::Syntax,
             e.span().map(|s| s.start),
@@ -435,7 +442,7 @@ unknown_to_core = [1, 2]
                 K::Syntax,
                 Some(2),
                 None,
-                "/etc/dat/dat.toml:2: TOML syntax error: invalid table header\nexpected `.`, `]]`",
+                "/etc/dat/dat.toml:2: TOML syntax error: invalid table header; expected `.`, `]]`",
             ),
             (
                 "version = 1\nname = \"a\nb\"\n".into(),
