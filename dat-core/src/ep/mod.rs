@@ -1,2 +1,3 @@
 //! Endpoints: the state machine and attributes.
+pub mod attr;
 pub mod state;
