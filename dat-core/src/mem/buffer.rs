@@ -432,7 +432,11 @@ mod tests {
         }
         let v = b.to_vec();
         for i in 0..8usize {
-            assert!(v[i * 64..(i + 1) * 64].iter().all(|&x| usize::from(x) == i + 1));
+            assert!(
+                v[i * 64..(i + 1) * 64]
+                    .iter()
+                    .all(|&x| usize::from(x) == i + 1)
+            );
         }
         fn assert_send_sync<T: Send + Sync>() {}
         assert_send_sync::<Buffer>();
@@ -444,5 +448,26 @@ mod tests {
         let s = format!("{b:?}");
         assert!(s.contains("len: 6") && s.contains("vec"), "{s}");
         assert!(!s.contains("secret"));
+    }
+
+    #[test]
+    fn registering_a_range_that_wraps_around_is_refused() {
+        use crate::mem::MemTable;
+        use crate::types::{LmrId, MemPriv, PzId, VaType};
+        // SAFETY: the buffer is never read or written: registration only looks at the
+        // address numbers (and the zero-based registration below is never accessed either).
+        let wrap = Arc::new(unsafe { Buffer::from_raw_parts(usize::MAX as *mut u8, 8) });
+        let mut t = MemTable::new();
+        let rw = MemPriv::LOCAL_READ | MemPriv::LOCAL_WRITE;
+        assert_eq!(
+            t.register(LmrId(1), PzId(1), Arc::clone(&wrap), rw, VaType::Va)
+                .unwrap_err(),
+            DatError::invalid_arg(3)
+        );
+        // Zero-based, the same memory is addressed 0..8, which is fine.
+        let r = t
+            .register(LmrId(1), PzId(1), wrap, rw, VaType::ZeroBased)
+            .unwrap();
+        assert_eq!((r.start, r.len), (0, 8));
     }
 }

@@ -61,10 +61,10 @@ impl KeyGen {
             return;
         }
         self.recent.push_back(key);
-        if self.recent.len() > RECENT {
-            if let Some(old) = self.recent.pop_front() {
-                self.recent_set.remove(&old);
-            }
+        if self.recent.len() > RECENT
+            && let Some(old) = self.recent.pop_front()
+        {
+            self.recent_set.remove(&old);
         }
     }
 }

@@ -5,7 +5,7 @@
 //! Providers move data between segments and their own socket or shared-memory buffers with
 //! the copy helpers here ([`Segment::copy_from`], [`Segment::copy_to`], [`gather_at`],
 //! [`scatter_at`], [`copy_segments`]), which never build references into a
-//! [`Buffer`](super::Buffer) (see its access contract).
+//! [`Buffer`] (see its access contract).
 
 use std::sync::Arc;
 

@@ -405,7 +405,10 @@ impl MemTable {
             tracing::debug!(rkey, addr, len, why, "incoming RDMA refused");
             DtoStatus::RemoteAccess
         };
-        let region = self.rkeys.get(&rkey).ok_or_else(|| refuse("unknown rkey"))?;
+        let region = self
+            .rkeys
+            .get(&rkey)
+            .ok_or_else(|| refuse("unknown rkey"))?;
         if region.pz != ep_pz {
             return Err(refuse("protection zone"));
         }
@@ -568,3 +571,5 @@ impl MemTable {
 
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod tests_remote;
