@@ -462,3 +462,12 @@ fn seeded_tables_are_reproducible() {
         (rb.lmr_context, rb.rmr_context)
     );
 }
+
+#[test]
+fn table_and_segments_can_be_shared_between_threads() {
+    fn assert_send_sync<T: Send + Sync>() {}
+    assert_send_sync::<MemTable>();
+    assert_send_sync::<Region>();
+    assert_send_sync::<Segment>();
+    assert_send_sync::<SegList>();
+}
