@@ -1,0 +1,575 @@
+//! [`MemTable`]: the LMRs and RMR bindings of one IA, and every protection check of reference
+//! 6.1–6.3 and 6.7 in one place, so all providers enforce what InfiniBand hardware enforces.
+//!
+//! # Decisions where the reference leaves room
+//!
+//! Registration (`dat_lmr_create`, [`MemTable::register`]):
+//! * Privilege bits other than `LOCAL_READ`, `REMOTE_READ`, `LOCAL_WRITE`, `REMOTE_WRITE` and
+//!   `REMOTE_ATOMIC` → `DAT_INVALID_PARAMETER | DAT_INVALID_ARG6` (privileges are argument 6).
+//!   Combinations are not restricted: verbs' "remote write needs local write" is a rule of the
+//!   verbs API, not of DAT, and each privilege is checked on its own at use.
+//! * A zero-length buffer → `DAT_INVALID_PARAMETER | DAT_INVALID_ARG4` (length): it could
+//!   never be named by a non-empty segment.
+//! * A VA registration whose `address + length` does not fit in 64 bits →
+//!   `DAT_INVALID_PARAMETER | DAT_INVALID_ARG3` (region description).
+//! * An `rmr_context` is generated only when a remote privilege was requested.
+//!
+//! Deregistration (`dat_lmr_free`, [`MemTable::deregister`]):
+//! * Unknown `lmr_context` → `DAT_INVALID_HANDLE | DAT_INVALID_HANDLE_LMR`.
+//! * RMRs still bound to it → `DAT_INVALID_STATE | DAT_INVALID_STATE_LMR_IN_USE` *with* the
+//!   error class (OFA returns a bare `DAT_INVALID_STATE`; consumers compare `DAT_GET_TYPE`,
+//!   which is the same, and the subtype tells them why).
+//!
+//! Local segments of a post ([`MemTable::local`], [`MemTable::local_iov`]), checked in this
+//! order:
+//! 1. `segment_length == 0`: legal, the other fields are ignored (6.3). `local` returns an
+//!    empty segment without looking the key up; `local_iov` leaves such segments out.
+//! 2. More triplets than the EP allows → `DAT_INVALID_PARAMETER | DAT_INVALID_ARG2`
+//!    (`num_segments` is argument 2 of every post call).
+//! 3. `lmr_context` names no live LMR (never registered, or freed) →
+//!    `DAT_PROTECTION_VIOLATION`, like an LMR of another PZ: both mean "this key does not name
+//!    memory this EP may use" (reference 2.2; on IB both are a local protection error).
+//! 4. LMR in another PZ than the EP → `DAT_PROTECTION_VIOLATION`.
+//! 5. Range not inside the registration (computed without overflow; `address + length`
+//!    wrapping around is outside) → `DAT_INVALID_PARAMETER | DAT_INVALID_ARG3` (`local_iov`
+//!    is argument 3 of every post call).
+//! 6. A needed privilege missing → `DAT_PRIVILEGES_VIOLATION`.
+//!
+//! The subtypes of 3–6 name the access: `LOCAL_READ` (send, RDMA write source) → `_READ`,
+//! `LOCAL_WRITE` (receive, RDMA read sink) → `_WRITE`, `REMOTE_READ` → `_RDMA_READ`,
+//! `REMOTE_WRITE`/`REMOTE_ATOMIC` → `_RDMA_WRITE`; for a missing privilege the first missing
+//! one in that order, for a protection error the first needed one.
+//! `DAT_LENGTH_ERROR` depends on the EP and the remote triplet, so it is the caller's check;
+//! [`check_length`](super::check_length) implements it.
+//!
+//! Incoming RDMA ([`MemTable::remote`]): unknown or stale rkey, rkey of another PZ than the
+//! EP the request arrived on, range outside the LMR or window (overflow-safe), or a missing
+//! `REMOTE_READ` / `REMOTE_WRITE` → `Err(DtoStatus::RemoteAccess)`, which the requester
+//! reports as `DAT_DTO_ERR_REMOTE_ACCESS` (2.7). A zero-length access is legal but still needs
+//! a valid rkey, the right PZ and the privilege; its address must lie in the region or at its
+//! exact end.
+//!
+//! RMR binding ([`MemTable::bind_rmr`], 6.7): `segment_length == 0` unbinds (other fields
+//! ignored, returns 0, which is never a key). Otherwise, in order: unknown privilege bits →
+//! `DAT_INVALID_PARAMETER | DAT_INVALID_ARG4`; unknown `lmr_context` →
+//! `DAT_INVALID_HANDLE | DAT_INVALID_HANDLE_LMR`; LMR and RMR in different PZs →
+//! `DAT_INVALID_PARAMETER | DAT_INVALID_ARG4` (as OFA); range not inside the LMR →
+//! `DAT_INVALID_PARAMETER | DAT_INVALID_ARG2` (as OFA); `REMOTE_READ` on an LMR without
+//! `LOCAL_READ` → `DAT_PRIVILEGES_VIOLATION | DAT_PRIVILEGES_RDMA_READ`; `REMOTE_WRITE` or
+//! `REMOTE_ATOMIC` on an LMR without `LOCAL_WRITE` →
+//! `DAT_PRIVILEGES_VIOLATION | DAT_PRIVILEGES_RDMA_WRITE`. A failed bind leaves an existing
+//! binding in place; a successful one revokes the RMR's previous `rmr_context` at once.
+
+use std::collections::HashMap;
+use std::fmt;
+use std::sync::Arc;
+
+use super::buffer::Buffer;
+use super::keys::KeyGen;
+use super::segment::{SegList, Segment};
+use crate::error::{DatError, DatResult, ErrorType, Subtype};
+use crate::types::{DtoStatus, LmrId, LmrTriplet, MemPriv, PzId, RmrId, VaType};
+
+/// Every privilege bit DAT 2.0 (with the IB atomic extension) defines.
+const KNOWN_PRIVS: MemPriv = MemPriv::LOCAL_READ
+    .union(MemPriv::REMOTE_READ)
+    .union(MemPriv::LOCAL_WRITE)
+    .union(MemPriv::REMOTE_WRITE)
+    .union(MemPriv::REMOTE_ATOMIC);
+
+/// A registered range: an LMR, or an RMR (memory window) bound to a sub-range of one.
+#[derive(Debug)]
+pub struct Region {
+    /// The protection zone of the LMR (or of the RMR, for a window).
+    pub pz: PzId,
+    /// The memory.
+    pub buf: Arc<Buffer>,
+    /// Offset in `buf` of the byte at address `start` (0 for an LMR; a window's offset).
+    pub offset: usize,
+    /// The registered address of the first byte: `buf.addr()` (plus `offset`) for
+    /// `DAT_VA_TYPE_VA`, 0 for zero-based registrations.
+    pub start: u64,
+    /// Length in bytes.
+    pub len: u64,
+    /// The privileges granted.
+    pub privs: MemPriv,
+    /// How addresses are interpreted (virtual addresses, or offsets from 0).
+    pub va_type: VaType,
+    /// The LMR's local key (for a window: the key of the LMR it is bound to).
+    pub lmr_context: u32,
+    /// The remote key: for an LMR only if a remote privilege was requested; for a window the
+    /// key of the current binding.
+    pub rmr_context: Option<u32>,
+    /// The LMR (for a window: the LMR it is bound to).
+    pub lmr: LmrId,
+    /// For a window, the RMR; `None` for an LMR.
+    pub rmr: Option<RmrId>,
+}
+
+impl Region {
+    /// The buffer offset of `addr..addr+len`, or `None` if that range is not inside the
+    /// region. Overflow-safe: a range whose end wraps around 2^64 is outside.
+    pub fn resolve(&self, addr: u64, len: u64) -> Option<usize> {
+        let rel = addr.checked_sub(self.start)?;
+        let room = self.len.checked_sub(rel)?;
+        if len > room {
+            return None;
+        }
+        usize::try_from(rel).ok()?.checked_add(self.offset)
+    }
+
+    /// The segment for `addr..addr+len` named by key `lkey`, if the range is inside.
+    fn segment(&self, addr: u64, len: u64, lkey: u32) -> Option<Segment> {
+        let offset = self.resolve(addr, len)?;
+        Some(Segment {
+            buf: Arc::clone(&self.buf),
+            offset,
+            len: usize::try_from(len).ok()?,
+            lkey,
+            addr,
+        })
+    }
+}
+
+/// The current binding of one RMR.
+#[derive(Debug, Clone, Copy)]
+struct Binding {
+    rmr_context: u32,
+    lmr_context: u32,
+}
+
+/// The LMRs and RMR bindings of one IA: `lmr_context` → LMR, `rmr_context` → LMR or window,
+/// `RmrId` → binding. See the [module documentation](self) for the rules and codes.
+pub struct MemTable {
+    lmrs: HashMap<u32, Arc<Region>>,
+    rkeys: HashMap<u32, Arc<Region>>,
+    rmrs: HashMap<RmrId, Binding>,
+    keys: KeyGen,
+    empty: Arc<Buffer>,
+}
+
+impl Default for MemTable {
+    fn default() -> MemTable {
+        MemTable::new()
+    }
+}
+
+impl fmt::Debug for MemTable {
+    /// Counts only: keys are secrets.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("MemTable")
+            .field("lmrs", &self.lmrs.len())
+            .field("rkeys", &self.rkeys.len())
+            .field("bound_rmrs", &self.rmrs.len())
+            .finish()
+    }
+}
+
+/// `DAT_PROTECTION_VIOLATION` with the subtype of the first needed access.
+fn protection(need: MemPriv) -> DatError {
+    let sub = if need.contains(MemPriv::LOCAL_READ) {
+        Subtype::ProtectionRead
+    } else if need.contains(MemPriv::LOCAL_WRITE) {
+        Subtype::ProtectionWrite
+    } else if need.contains(MemPriv::REMOTE_READ) {
+        Subtype::ProtectionRdmaRead
+    } else if need.intersects(MemPriv::REMOTE_WRITE | MemPriv::REMOTE_ATOMIC) {
+        Subtype::ProtectionRdmaWrite
+    } else {
+        Subtype::NoSubtype
+    };
+    DatError::new(ErrorType::ProtectionViolation, sub)
+}
+
+/// `DAT_PRIVILEGES_VIOLATION` with the subtype of the first missing privilege.
+fn privileges(missing: MemPriv) -> DatError {
+    let sub = if missing.contains(MemPriv::LOCAL_READ) {
+        Subtype::PrivilegesRead
+    } else if missing.contains(MemPriv::LOCAL_WRITE) {
+        Subtype::PrivilegesWrite
+    } else if missing.contains(MemPriv::REMOTE_READ) {
+        Subtype::PrivilegesRdmaRead
+    } else if missing.intersects(MemPriv::REMOTE_WRITE | MemPriv::REMOTE_ATOMIC) {
+        Subtype::PrivilegesRdmaWrite
+    } else {
+        Subtype::NoSubtype
+    };
+    DatError::new(ErrorType::PrivilegesViolation, sub)
+}
+
+/// `DAT_INSUFFICIENT_RESOURCES | DAT_RESOURCE_MEMORY_REGION`: no fresh key could be drawn.
+const NO_KEY: DatError = DatError::resources(Subtype::ResourceMemoryRegion);
+
+impl MemTable {
+    /// An empty table whose keys come from a CSPRNG seeded by the operating system.
+    pub fn new() -> MemTable {
+        MemTable::with_keys(KeyGen::from_entropy())
+    }
+
+    /// An empty table with a reproducible key sequence, for deterministic tests only (its
+    /// keys are predictable; never use it for memory a real peer can reach).
+    #[cfg(any(test, feature = "testing"))]
+    pub fn with_seed(seed: u64) -> MemTable {
+        MemTable::with_keys(KeyGen::from_seed(seed))
+    }
+
+    fn with_keys(keys: KeyGen) -> MemTable {
+        MemTable {
+            lmrs: HashMap::new(),
+            rkeys: HashMap::new(),
+            rmrs: HashMap::new(),
+            keys,
+            // A zero-length buffer owns no memory; sharing one avoids allocating per empty
+            // segment.
+            empty: Arc::new(Buffer::from_vec(Vec::new())),
+        }
+    }
+
+    /// A fresh key, unique among the live local and remote keys.
+    fn fresh_key(&mut self) -> DatResult<u32> {
+        let (lmrs, rkeys) = (&self.lmrs, &self.rkeys);
+        self.keys
+            .next(|k| lmrs.contains_key(&k) || rkeys.contains_key(&k))
+            .ok_or(NO_KEY)
+    }
+
+    /// Registers `buf` as LMR `lmr` in `pz` (`dat_lmr_create`). Returns the region with its
+    /// new `lmr_context` and, if a remote privilege was requested, `rmr_context`. The region
+    /// covers the whole buffer: from `buf.addr()` for [`VaType::Va`], from 0 for
+    /// [`VaType::ZeroBased`].
+    ///
+    /// # Errors
+    /// * `DAT_INVALID_PARAMETER | DAT_INVALID_ARG6`: unknown privilege bits.
+    /// * `DAT_INVALID_PARAMETER | DAT_INVALID_ARG4`: zero-length buffer.
+    /// * `DAT_INVALID_PARAMETER | DAT_INVALID_ARG3`: VA range wraps around 2^64.
+    /// * `DAT_INSUFFICIENT_RESOURCES | DAT_RESOURCE_MEMORY_REGION`: no fresh key.
+    pub fn register(
+        &mut self,
+        lmr: LmrId,
+        pz: PzId,
+        buf: Arc<Buffer>,
+        privs: MemPriv,
+        va_type: VaType,
+    ) -> DatResult<Arc<Region>> {
+        if !KNOWN_PRIVS.contains(privs) {
+            return Err(DatError::invalid_arg(6));
+        }
+        if buf.is_empty() {
+            return Err(DatError::invalid_arg(4));
+        }
+        let len = u64::try_from(buf.len()).map_err(|_| DatError::invalid_arg(4))?;
+        let start = match va_type {
+            VaType::Va => buf.addr(),
+            VaType::ZeroBased => 0,
+        };
+        if start.checked_add(len).is_none() {
+            return Err(DatError::invalid_arg(3));
+        }
+        let lmr_context = self.fresh_key()?;
+        let rmr_context = if privs.is_remote() {
+            // `lmr_context` is not inserted yet: keep the two keys distinct explicitly.
+            let (lmrs, rkeys) = (&self.lmrs, &self.rkeys);
+            let k = self
+                .keys
+                .next(|k| k == lmr_context || lmrs.contains_key(&k) || rkeys.contains_key(&k))
+                .ok_or(NO_KEY)?;
+            Some(k)
+        } else {
+            None
+        };
+        let region = Arc::new(Region {
+            pz,
+            buf,
+            offset: 0,
+            start,
+            len,
+            privs,
+            va_type,
+            lmr_context,
+            rmr_context,
+            lmr,
+            rmr: None,
+        });
+        self.lmrs.insert(lmr_context, Arc::clone(&region));
+        if let Some(r) = rmr_context {
+            self.rkeys.insert(r, Arc::clone(&region));
+        }
+        Ok(region)
+    }
+
+    /// Deregisters the LMR with `lmr_context` (`dat_lmr_free`): both its keys stop working at
+    /// once. Memory still named by queued segments stays alive until they are dropped.
+    ///
+    /// # Errors
+    /// * `DAT_INVALID_HANDLE | DAT_INVALID_HANDLE_LMR`: no live LMR has this key.
+    /// * `DAT_INVALID_STATE | DAT_INVALID_STATE_LMR_IN_USE`: an RMR is bound to it.
+    pub fn deregister(&mut self, lmr_context: u32) -> DatResult<Arc<Region>> {
+        if !self.lmrs.contains_key(&lmr_context) {
+            return Err(DatError::invalid_handle(Subtype::InvalidHandleLmr));
+        }
+        if self.rmrs.values().any(|b| b.lmr_context == lmr_context) {
+            return Err(DatError::invalid_state(Subtype::StateLmrInUse));
+        }
+        let region = self
+            .lmrs
+            .remove(&lmr_context)
+            .ok_or(DatError::invalid_handle(Subtype::InvalidHandleLmr))?;
+        self.keys.retire(lmr_context);
+        if let Some(r) = region.rmr_context {
+            self.rkeys.remove(&r);
+            self.keys.retire(r);
+        }
+        Ok(region)
+    }
+
+    /// Checks one local triplet of a post on an EP in `ep_pz` that needs privileges `need`
+    /// (`LOCAL_READ` for a send or RDMA write source, `LOCAL_WRITE` for a receive or RDMA read
+    /// sink) and resolves it to a [`Segment`]. A zero-length triplet is legal and yields an
+    /// empty segment whatever its other fields hold.
+    ///
+    /// # Errors
+    /// * `DAT_PROTECTION_VIOLATION | DAT_PROTECTION_{READ,WRITE,..}`: unknown or freed
+    ///   `lmr_context`, or an LMR of another PZ.
+    /// * `DAT_INVALID_PARAMETER | DAT_INVALID_ARG3`: range not inside the LMR (including
+    ///   wrap-around).
+    /// * `DAT_PRIVILEGES_VIOLATION | DAT_PRIVILEGES_{READ,WRITE,..}`: privilege missing.
+    pub fn local(&self, ep_pz: PzId, t: &LmrTriplet, need: MemPriv) -> DatResult<Segment> {
+        if t.segment_length == 0 {
+            return Ok(Segment {
+                buf: Arc::clone(&self.empty),
+                offset: 0,
+                len: 0,
+                lkey: t.lmr_context,
+                addr: t.virtual_address,
+            });
+        }
+        let region = self.lmrs.get(&t.lmr_context).ok_or(protection(need))?;
+        if region.pz != ep_pz {
+            return Err(protection(need));
+        }
+        let seg = region
+            .segment(
+                t.virtual_address,
+                u64::from(t.segment_length),
+                t.lmr_context,
+            )
+            .ok_or(DatError::invalid_arg(3))?;
+        let missing = need.difference(region.privs);
+        if !missing.is_empty() {
+            return Err(privileges(missing));
+        }
+        Ok(seg)
+    }
+
+    /// Checks the local IOV of a post (see [`MemTable::local`]) against the EP's segment limit
+    /// `max_iov` and resolves it; zero-length triplets count towards the limit but are left
+    /// out of the result. The first failing triplet decides the error.
+    ///
+    /// # Errors
+    /// * `DAT_INVALID_PARAMETER | DAT_INVALID_ARG2`: more than `max_iov` triplets.
+    /// * Every error of [`MemTable::local`].
+    pub fn local_iov(
+        &self,
+        ep_pz: PzId,
+        iov: &[LmrTriplet],
+        need: MemPriv,
+        max_iov: u32,
+    ) -> DatResult<SegList> {
+        if u64::try_from(iov.len()).map_or(true, |n| n > u64::from(max_iov)) {
+            return Err(DatError::invalid_arg(2));
+        }
+        let mut segs = SegList::new();
+        for t in iov.iter().filter(|t| t.segment_length != 0) {
+            segs.push(self.local(ep_pz, t, need)?);
+        }
+        Ok(segs)
+    }
+
+    /// Target-side check of an incoming RDMA on an EP in `ep_pz`: the requester names `len`
+    /// bytes at `addr` under `rkey` and needs `need` (`REMOTE_WRITE` for an RDMA write,
+    /// `REMOTE_READ` for an RDMA read). Works for LMR rkeys and RMR (window) contexts alike.
+    ///
+    /// # Errors
+    /// `DtoStatus::RemoteAccess` (reported to the requester as `DAT_DTO_ERR_REMOTE_ACCESS`)
+    /// for an unknown or revoked rkey, another PZ, a range outside the region (overflow-safe)
+    /// or a missing privilege.
+    pub fn remote(
+        &self,
+        ep_pz: PzId,
+        rkey: u32,
+        addr: u64,
+        len: u64,
+        need: MemPriv,
+    ) -> Result<Segment, DtoStatus> {
+        let refuse = |why: &str| {
+            tracing::debug!(rkey, addr, len, why, "incoming RDMA refused");
+            DtoStatus::RemoteAccess
+        };
+        let region = self
+            .rkeys
+            .get(&rkey)
+            .ok_or_else(|| refuse("unknown rkey"))?;
+        if region.pz != ep_pz {
+            return Err(refuse("protection zone"));
+        }
+        if !region.privs.contains(need) {
+            return Err(refuse("privileges"));
+        }
+        region
+            .segment(addr, len, region.lmr_context)
+            .ok_or_else(|| refuse("range"))
+    }
+
+    /// Binds RMR `rmr` (of PZ `pz`) to the range `t` of the LMR `lmr_context` with remote
+    /// privileges `privs` (`dat_rmr_bind`); window addresses are virtual addresses. Returns
+    /// the new `rmr_context`; the previous one of this RMR stops working at once. A
+    /// zero-length `t` unbinds and returns 0. The caller checks that the EP posting the bind
+    /// is in `pz` too (same `DAT_INVALID_PARAMETER | DAT_INVALID_ARG4` on mismatch).
+    ///
+    /// # Errors
+    /// See [`MemTable::bind_rmr_va`].
+    pub fn bind_rmr(
+        &mut self,
+        rmr: RmrId,
+        pz: PzId,
+        lmr_context: u32,
+        t: &LmrTriplet,
+        privs: MemPriv,
+    ) -> DatResult<u32> {
+        self.bind_rmr_va(rmr, pz, lmr_context, t, privs, VaType::Va)
+    }
+
+    /// [`MemTable::bind_rmr`] with the window's address type: [`VaType::Va`] exposes the
+    /// window at its virtual address, [`VaType::ZeroBased`] at offsets from 0. `t` is always in
+    /// the LMR's own address space.
+    ///
+    /// # Errors
+    /// * `DAT_INVALID_PARAMETER | DAT_INVALID_ARG4`: unknown privilege bits, or LMR and RMR in
+    ///   different PZs.
+    /// * `DAT_INVALID_HANDLE | DAT_INVALID_HANDLE_LMR`: no live LMR has `lmr_context`.
+    /// * `DAT_INVALID_PARAMETER | DAT_INVALID_ARG2`: range not inside the LMR.
+    /// * `DAT_PRIVILEGES_VIOLATION | DAT_PRIVILEGES_RDMA_READ`: `REMOTE_READ` on an LMR
+    ///   without `LOCAL_READ`; `| DAT_PRIVILEGES_RDMA_WRITE`: `REMOTE_WRITE` or
+    ///   `REMOTE_ATOMIC` on an LMR without `LOCAL_WRITE`.
+    /// * `DAT_INSUFFICIENT_RESOURCES | DAT_RESOURCE_MEMORY_REGION`: no fresh key.
+    pub fn bind_rmr_va(
+        &mut self,
+        rmr: RmrId,
+        pz: PzId,
+        lmr_context: u32,
+        t: &LmrTriplet,
+        privs: MemPriv,
+        va_type: VaType,
+    ) -> DatResult<u32> {
+        if t.segment_length == 0 {
+            self.unbind_rmr(rmr);
+            return Ok(0);
+        }
+        if !KNOWN_PRIVS.contains(privs) {
+            return Err(DatError::invalid_arg(4));
+        }
+        let lmr = self
+            .lmrs
+            .get(&lmr_context)
+            .ok_or(DatError::invalid_handle(Subtype::InvalidHandleLmr))?;
+        if lmr.pz != pz {
+            return Err(DatError::invalid_arg(4));
+        }
+        let len = u64::from(t.segment_length);
+        let offset = lmr
+            .resolve(t.virtual_address, len)
+            .ok_or(DatError::invalid_arg(2))?;
+        if privs.contains(MemPriv::REMOTE_READ) && !lmr.privs.contains(MemPriv::LOCAL_READ) {
+            return Err(privileges(MemPriv::REMOTE_READ));
+        }
+        if privs.intersects(MemPriv::REMOTE_WRITE | MemPriv::REMOTE_ATOMIC)
+            && !lmr.privs.contains(MemPriv::LOCAL_WRITE)
+        {
+            return Err(privileges(MemPriv::REMOTE_WRITE));
+        }
+        let start = match va_type {
+            VaType::Va => lmr
+                .buf
+                .addr()
+                .checked_add(offset as u64)
+                .filter(|s| s.checked_add(len).is_some())
+                .ok_or(DatError::invalid_arg(2))?,
+            VaType::ZeroBased => 0,
+        };
+        let mut window = Region {
+            pz,
+            buf: Arc::clone(&lmr.buf),
+            offset,
+            start,
+            len,
+            privs,
+            va_type,
+            lmr_context,
+            rmr_context: None,
+            lmr: lmr.lmr,
+            rmr: Some(rmr),
+        };
+        // Drawn while the old key is still live, so the new one always differs from it.
+        let key = self.fresh_key()?;
+        window.rmr_context = Some(key);
+        self.unbind_rmr(rmr);
+        self.rkeys.insert(key, Arc::new(window));
+        self.rmrs.insert(
+            rmr,
+            Binding {
+                rmr_context: key,
+                lmr_context,
+            },
+        );
+        Ok(key)
+    }
+
+    /// Unbinds RMR `rmr` (also what `dat_rmr_free` does): its `rmr_context` stops working.
+    /// Nothing happens if it is not bound.
+    pub fn unbind_rmr(&mut self, rmr: RmrId) {
+        if let Some(b) = self.rmrs.remove(&rmr) {
+            self.rkeys.remove(&b.rmr_context);
+            self.keys.retire(b.rmr_context);
+        }
+    }
+
+    /// The live LMR with this `lmr_context` (`dat_lmr_query`).
+    pub fn lmr(&self, lmr_context: u32) -> Option<Arc<Region>> {
+        self.lmrs.get(&lmr_context).cloned()
+    }
+
+    /// The window RMR `rmr` is bound to, if any (`dat_rmr_query`).
+    pub fn rmr_binding(&self, rmr: RmrId) -> Option<Arc<Region>> {
+        self.rmrs
+            .get(&rmr)
+            .and_then(|b| self.rkeys.get(&b.rmr_context))
+            .cloned()
+    }
+
+    /// True while an LMR or a bound RMR of the table is in `pz` (part of the
+    /// `DAT_INVALID_STATE_PZ_IN_USE` check of `dat_pz_free`; unbound RMRs and EPs are the
+    /// caller's to count).
+    pub fn pz_in_use(&self, pz: PzId) -> bool {
+        self.lmrs.values().any(|r| r.pz == pz) || self.rkeys.values().any(|r| r.pz == pz)
+    }
+
+    /// Number of registered LMRs.
+    pub fn len(&self) -> usize {
+        self.lmrs.len()
+    }
+
+    /// True if no LMR is registered.
+    pub fn is_empty(&self) -> bool {
+        self.lmrs.is_empty()
+    }
+
+    /// Number of bound RMRs.
+    pub fn bound_rmrs(&self) -> usize {
+        self.rmrs.len()
+    }
+}
+
+#[cfg(test)]
+mod tests;
+#[cfg(test)]
+mod tests_remote;
