@@ -17,6 +17,10 @@ pub use error::{DatError, DatResult, ErrorType, Subtype};
 
 pub mod cno;
 pub mod config;
+pub mod defaults;
 pub mod ep;
 pub mod evd;
 pub mod mem;
+pub mod provider;
+#[cfg(feature = "testing")]
+pub mod testing;

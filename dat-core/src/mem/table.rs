@@ -251,6 +251,60 @@ impl MemTable {
         privs: MemPriv,
         va_type: VaType,
     ) -> DatResult<Arc<Region>> {
+        self.register_inner(lmr, pz, buf, privs, va_type, None)
+    }
+
+    fn fresh_keys(&mut self, privs: MemPriv) -> DatResult<(u32, Option<u32>)> {
+        let lmr_context = self.fresh_key()?;
+        let rmr_context = if privs.is_remote() {
+            // `lmr_context` is not inserted yet: keep the two keys distinct explicitly.
+            let (lmrs, rkeys) = (&self.lmrs, &self.rkeys);
+            let k = self
+                .keys
+                .next(|k| k == lmr_context || lmrs.contains_key(&k) || rkeys.contains_key(&k))
+                .ok_or(NO_KEY)?;
+            Some(k)
+        } else {
+            None
+        };
+        Ok((lmr_context, rmr_context))
+    }
+
+    /// [`MemTable::register`] with keys the transport made itself (verbs MR keys) instead of
+    /// keys drawn from this table.
+    ///
+    /// # Errors
+    /// As [`MemTable::register`], plus `DAT_INTERNAL_ERROR` if a key is 0 or already live.
+    #[allow(clippy::too_many_arguments)]
+    pub fn register_with_keys(
+        &mut self,
+        lmr: LmrId,
+        pz: PzId,
+        buf: Arc<Buffer>,
+        privs: MemPriv,
+        va_type: VaType,
+        lmr_context: u32,
+        rmr_context: Option<u32>,
+    ) -> DatResult<Arc<Region>> {
+        self.register_inner(
+            lmr,
+            pz,
+            buf,
+            privs,
+            va_type,
+            Some((lmr_context, rmr_context)),
+        )
+    }
+
+    fn register_inner(
+        &mut self,
+        lmr: LmrId,
+        pz: PzId,
+        buf: Arc<Buffer>,
+        privs: MemPriv,
+        va_type: VaType,
+        given: Option<(u32, Option<u32>)>,
+    ) -> DatResult<Arc<Region>> {
         if !KNOWN_PRIVS.contains(privs) {
             return Err(DatError::invalid_arg(6));
         }
@@ -265,17 +319,19 @@ impl MemTable {
         if start.checked_add(len).is_none() {
             return Err(DatError::invalid_arg(3));
         }
-        let lmr_context = self.fresh_key()?;
-        let rmr_context = if privs.is_remote() {
-            // `lmr_context` is not inserted yet: keep the two keys distinct explicitly.
-            let (lmrs, rkeys) = (&self.lmrs, &self.rkeys);
-            let k = self
-                .keys
-                .next(|k| k == lmr_context || lmrs.contains_key(&k) || rkeys.contains_key(&k))
-                .ok_or(NO_KEY)?;
-            Some(k)
-        } else {
-            None
+        let (lmr_context, rmr_context) = match given {
+            Some((l, r)) => {
+                let taken =
+                    |k: u32| k == 0 || self.lmrs.contains_key(&k) || self.rkeys.contains_key(&k);
+                if taken(l) || r.is_some_and(|r| r == l || taken(r)) {
+                    return Err(DatError::new(
+                        crate::error::ErrorType::InternalError,
+                        crate::error::Subtype::NoSubtype,
+                    ));
+                }
+                (l, r)
+            }
+            None => self.fresh_keys(privs)?,
         };
         let region = Arc::new(Region {
             pz,

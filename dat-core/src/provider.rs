@@ -1,0 +1,445 @@
+//! The provider boundary: what a transport implements, and how it reports back.
+//!
+//! A [`Provider`] is a transport kind registered by name (`provider = "tcp"` in the registry).
+//! Opening an IA gives a [`Transport`]: one object per open IA that owns the I/O (sockets, shared
+//! memory rings, verbs queue pairs). The facade (`dat`) calls the transport only after the core
+//! has validated the call and decided the state transition; the transport reports *facts* back
+//! through upcalls ([`EpUpcalls`], [`SpUpcalls`], [`IaUpcalls`]) and never decides DAT state
+//! itself. That is what gives every provider identical semantics.
+//!
+//! The shape fits the three transports we build:
+//! - verbs: `create_pz` allocates a PD, `register` an MR (keys come from the HCA), EPs are RC QPs
+//!   with CQs per EVD, `connect`/`listen`/`accept` map to rdma_cm, `progress` polls CQs.
+//! - TCP emulation and shared memory: memory keys come from the shared [`MemTable`] (the
+//!   provider checks incoming RDMA against it at the target), EPs are sockets or ring pairs, a
+//!   driver thread serves one-sided operations while the application sleeps.
+//!
+//! # Upcall rules
+//! - Upcalls may run on any thread: a provider thread, or the application thread inside
+//!   [`Transport::progress`] or a post.
+//! - A provider must not hold a lock across an upcall that the same upcall path could need, and
+//!   the facade never calls back into the transport from inside an upcall.
+//! - Ordering per endpoint: successful completions that precede a connection loss are reported
+//!   before the [`CmFact`]; after reporting `Disconnected`, `Broken`, or any terminal fact, the
+//!   provider completes everything still outstanding on that EP with [`DtoStatus::Flushed`] (in
+//!   posting order per queue). A post made after that fact is completed as flushed by the core
+//!   without reaching the transport.
+
+use std::sync::{Arc, RwLock};
+
+use crate::error::{DatError, DatResult};
+use crate::mem::{Buffer, MemTable, SegList};
+use crate::types::{
+    CloseFlags, CompletionFlags, ConnQual, Cookie, CrId, DtoOp, DtoStatus, EpAttr, EpId, EvdFlags,
+    EvdId, IaAddress, IaAttr, LmrId, MemPriv, ProviderAttr, PzId, RmrTriplet, SpId, SrqId, Timeout,
+    VaType,
+};
+
+/// The memory table of one IA, shared by the facade (local checks at post time) and a software
+/// provider (remote checks at the target).
+pub type SharedMemTable = Arc<RwLock<MemTable>>;
+
+/// A transport kind, registered by name.
+pub trait Provider: Send + Sync + 'static {
+    /// The name the registry uses in `provider = "..."`.
+    fn name(&self) -> &'static str;
+
+    /// Opens an IA on this transport.
+    ///
+    /// # Errors
+    /// [`OpenError`] with `DAT_PROVIDER_NOT_FOUND` for a missing device or unusable address,
+    /// `DAT_INVALID_PARAMETER` for bad or unknown `params` (the message names the key and the
+    /// file), `DAT_INSUFFICIENT_RESOURCES` when threads or sockets cannot be created.
+    fn open(&self, req: OpenRequest<'_>) -> Result<Arc<dyn Transport>, OpenError>;
+}
+
+/// Everything a provider needs to open an IA.
+pub struct OpenRequest<'a> {
+    /// The IA name from the registry.
+    pub ia_name: &'a str,
+    /// The `params` table of the registry entry; the provider parses and validates it.
+    pub params: &'a toml::Table,
+    /// Where the entry came from (`file:line`), for error messages.
+    pub origin: &'a str,
+    /// The IA's memory table (software providers check remote access against it).
+    pub mem: SharedMemTable,
+    /// IA-level upcalls (asynchronous errors).
+    pub upcalls: Arc<dyn IaUpcalls>,
+}
+
+/// Why an IA could not be opened: a DAT code plus a message that says what to fix.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct OpenError {
+    /// The DAT return code.
+    pub code: DatError,
+    /// What went wrong, naming the IA, the key, the file or the device.
+    pub message: String,
+}
+
+impl OpenError {
+    /// Builds an open error.
+    pub fn new(code: DatError, message: impl Into<String>) -> OpenError {
+        OpenError {
+            code,
+            message: message.into(),
+        }
+    }
+}
+
+impl std::fmt::Display for OpenError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{} ({})", self.message, self.code)
+    }
+}
+
+impl std::error::Error for OpenError {}
+
+/// Keys of a registration made by the transport itself (verbs: the MR's lkey and rkey).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct MemKeys {
+    /// Local key (`lmr_context`).
+    pub lmr_context: u32,
+    /// Remote key (`rmr_context`), when remote access was requested.
+    pub rmr_context: Option<u32>,
+}
+
+/// The configuration of an endpoint as the transport needs it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct EpConfig {
+    /// Protection zone (an EP without one cannot connect).
+    pub pz: Option<PzId>,
+    /// EVD for receive completions.
+    pub recv_evd: Option<EvdId>,
+    /// EVD for request (send, RDMA, bind) completions.
+    pub request_evd: Option<EvdId>,
+    /// EVD for connection events.
+    pub connect_evd: Option<EvdId>,
+    /// Shared receive queue, if the EP takes receives from one.
+    pub srq: Option<SrqId>,
+    /// Validated attributes.
+    pub attr: EpAttr,
+}
+
+/// What a work request does.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PostOp {
+    /// Two-sided send.
+    Send,
+    /// Receive buffer.
+    Recv,
+    /// One-sided write of the local gather list to `remote`.
+    RdmaWrite(RmrTriplet),
+    /// One-sided read of `remote` into the local scatter list.
+    RdmaRead(RmrTriplet),
+}
+
+impl PostOp {
+    /// The DTO operation reported in the completion.
+    pub fn dto_op(self) -> DtoOp {
+        match self {
+            PostOp::Send => DtoOp::Send,
+            PostOp::Recv => DtoOp::Receive,
+            PostOp::RdmaWrite(_) => DtoOp::RdmaWrite,
+            PostOp::RdmaRead(_) => DtoOp::RdmaRead,
+        }
+    }
+
+    /// The local privilege the segments need (`LOCAL_READ` for sources, `LOCAL_WRITE` for sinks).
+    pub fn local_privilege(self) -> MemPriv {
+        match self {
+            PostOp::Send | PostOp::RdmaWrite(_) => MemPriv::LOCAL_READ,
+            PostOp::Recv | PostOp::RdmaRead(_) => MemPriv::LOCAL_WRITE,
+        }
+    }
+}
+
+/// A validated work request: local segments are resolved and kept alive until the provider
+/// reports the completion (dropping the request releases them).
+#[derive(Debug)]
+pub struct WorkRequest {
+    /// The operation.
+    pub op: PostOp,
+    /// Resolved local memory.
+    pub segs: SegList,
+    /// Returned verbatim in the completion.
+    pub cookie: Cookie,
+    /// Completion flags of the post.
+    pub flags: CompletionFlags,
+}
+
+impl WorkRequest {
+    /// Total local length in bytes.
+    pub fn len(&self) -> u64 {
+        crate::mem::total_len(&self.segs)
+    }
+
+    /// True for a zero-length request.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The completion of this request with `status` and `transferred` bytes.
+    pub fn completion(&self, status: DtoStatus, transferred: u32) -> Completion {
+        Completion {
+            cookie: self.cookie,
+            status,
+            transferred_length: transferred,
+            op: self.op.dto_op(),
+            flags: self.flags,
+        }
+    }
+}
+
+/// A DTO completion as the transport reports it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Completion {
+    /// The cookie of the post.
+    pub cookie: Cookie,
+    /// Outcome.
+    pub status: DtoStatus,
+    /// Bytes transferred (meaningful on success).
+    pub transferred_length: u32,
+    /// Operation.
+    pub op: DtoOp,
+    /// Flags of the post (the core applies SUPPRESS and UNSIGNALLED).
+    pub flags: CompletionFlags,
+}
+
+/// A connection fact the transport observed on an endpoint. The core's state machine decides
+/// what it means in the EP's current state.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum CmFact {
+    /// The connection is up. On the active side `private_data` is the acceptor's.
+    Established {
+        /// Private data of the peer's accept (empty on the passive side).
+        private_data: Box<[u8]>,
+    },
+    /// The peer consumer rejected the request.
+    PeerRejected {
+        /// Private data of the peer's reject.
+        private_data: Box<[u8]>,
+    },
+    /// Nobody listens on the qualifier, or the transport refused the request.
+    NonPeerRejected,
+    /// The remote address cannot be reached.
+    Unreachable,
+    /// The consumer's connect timeout expired.
+    TimedOut,
+    /// A passive accept could not complete.
+    AcceptCompletionError,
+    /// The connection was closed, by either side.
+    Disconnected,
+    /// The connection failed (transport error, peer died, protection error).
+    Broken,
+}
+
+/// Upcalls of one endpoint.
+pub trait EpUpcalls: Send + Sync {
+    /// A DTO completed.
+    fn completion(&self, c: Completion);
+    /// A connection fact.
+    fn cm(&self, fact: CmFact);
+}
+
+/// A connection request arriving at a service point.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ConnRequest {
+    /// Provider-allocated id, used later in `accept`/`reject`.
+    pub cr: CrId,
+    /// The requester's IA address.
+    pub remote: IaAddress,
+    /// The requester's private data.
+    pub private_data: Box<[u8]>,
+}
+
+/// Upcalls of one service point.
+pub trait SpUpcalls: Send + Sync {
+    /// A connection request arrived.
+    fn connection_request(&self, req: ConnRequest);
+}
+
+/// An asynchronous IA-level error.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum AsyncFact {
+    /// The device is gone (`DAT_ASYNC_ERROR_IA_CATASTROPHIC`).
+    Catastrophic,
+    /// The provider hit an internal error (`DAT_ASYNC_ERROR_PROVIDER_INTERNAL_ERROR`).
+    InternalError,
+}
+
+/// IA-level upcalls.
+pub trait IaUpcalls: Send + Sync {
+    /// An asynchronous error.
+    fn async_error(&self, fact: AsyncFact);
+}
+
+/// Attributes of a shared receive queue as the transport needs them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SrqConfig {
+    /// Protection zone of the SRQ.
+    pub pz: PzId,
+    /// Queue depth.
+    pub max_recv_dtos: u32,
+    /// Segments per receive.
+    pub max_recv_iov: u32,
+}
+
+/// One open IA of a provider. Every method is called only after the core validated the call.
+pub trait Transport: Send + Sync {
+    /// Adapter attributes (limits, address).
+    fn ia_attr(&self) -> IaAttr;
+
+    /// Provider attributes (capabilities).
+    fn provider_attr(&self) -> ProviderAttr;
+
+    /// Creates transport resources of a protection zone (verbs: a PD).
+    ///
+    /// # Errors
+    /// `DAT_INSUFFICIENT_RESOURCES|DAT_RESOURCE_PROTECTION_DOMAIN`.
+    fn create_pz(&self, _pz: PzId) -> DatResult<()> {
+        Ok(())
+    }
+
+    /// Releases a protection zone.
+    fn free_pz(&self, _pz: PzId) {}
+
+    /// Registers memory with the transport. Returns `None` when the transport uses the keys of
+    /// the shared [`MemTable`] (software providers), `Some` when the transport made its own
+    /// (verbs MR keys).
+    ///
+    /// # Errors
+    /// `DAT_INSUFFICIENT_RESOURCES|DAT_RESOURCE_MEMORY_REGION` and transport-specific codes.
+    fn register(
+        &self,
+        _lmr: LmrId,
+        _pz: PzId,
+        _buf: &Arc<Buffer>,
+        _privs: MemPriv,
+        _va_type: VaType,
+    ) -> DatResult<Option<MemKeys>> {
+        Ok(None)
+    }
+
+    /// Releases a registration.
+    fn deregister(&self, _lmr: LmrId) {}
+
+    /// Creates transport resources of an EVD (verbs: a CQ for DTO EVDs).
+    ///
+    /// # Errors
+    /// `DAT_INSUFFICIENT_RESOURCES|DAT_RESOURCE_TEVD`.
+    fn create_evd(&self, _evd: EvdId, _flags: EvdFlags, _qlen: u32) -> DatResult<()> {
+        Ok(())
+    }
+
+    /// Releases an EVD.
+    fn free_evd(&self, _evd: EvdId) {}
+
+    /// Creates transport resources of an endpoint.
+    ///
+    /// # Errors
+    /// `DAT_INSUFFICIENT_RESOURCES|DAT_RESOURCE_TEP`.
+    fn create_ep(&self, ep: EpId, cfg: &EpConfig, upcalls: Arc<dyn EpUpcalls>) -> DatResult<()>;
+
+    /// Applies a modified configuration (only called in states where the core allows it).
+    ///
+    /// # Errors
+    /// Transport-specific codes; the core keeps the old configuration on error.
+    fn modify_ep(&self, _ep: EpId, _cfg: &EpConfig) -> DatResult<()> {
+        Ok(())
+    }
+
+    /// Returns a disconnected endpoint to its initial state for reuse.
+    ///
+    /// # Errors
+    /// `DAT_INTERNAL_ERROR` if the transport cannot recycle it.
+    fn reset_ep(&self, ep: EpId) -> DatResult<()>;
+
+    /// Destroys an endpoint (after an abrupt disconnect if it was connected).
+    fn free_ep(&self, ep: EpId);
+
+    /// Starts an active connection; the outcome arrives as a [`CmFact`].
+    ///
+    /// # Errors
+    /// `DAT_INVALID_ADDRESS` for an address of the wrong family or form, `DAT_INVALID_PARAMETER`
+    /// for oversized private data, `DAT_INSUFFICIENT_RESOURCES`.
+    fn connect(
+        &self,
+        ep: EpId,
+        remote: IaAddress,
+        qual: ConnQual,
+        private_data: &[u8],
+        timeout: Timeout,
+    ) -> DatResult<()>;
+
+    /// Starts listening. `qual == None` asks the transport to choose a free qualifier.
+    ///
+    /// # Errors
+    /// `DAT_CONN_QUAL_IN_USE`, `DAT_CONN_QUAL_UNAVAILABLE`.
+    fn listen(
+        &self,
+        sp: SpId,
+        qual: Option<ConnQual>,
+        upcalls: Arc<dyn SpUpcalls>,
+    ) -> DatResult<ConnQual>;
+
+    /// Stops listening. Pending requests already delivered stay valid.
+    fn unlisten(&self, sp: SpId);
+
+    /// Accepts a request on `ep`; the passive `Established` arrives as a [`CmFact`].
+    ///
+    /// # Errors
+    /// `DAT_INVALID_PARAMETER` for oversized private data; `DAT_INVALID_ADDRESS` if the
+    /// requester is gone.
+    fn accept(&self, cr: CrId, ep: EpId, private_data: &[u8]) -> DatResult<()>;
+
+    /// Rejects a request, sending `private_data` to the requester.
+    ///
+    /// # Errors
+    /// `DAT_INVALID_PARAMETER` for oversized private data.
+    fn reject(&self, cr: CrId, private_data: &[u8]) -> DatResult<()>;
+
+    /// Tears down a connection or aborts its establishment. The transport reports
+    /// `Disconnected` when done (synchronously or later) and flushes outstanding work.
+    ///
+    /// # Errors
+    /// Transport-specific codes.
+    fn disconnect(&self, ep: EpId, flags: CloseFlags) -> DatResult<()>;
+
+    /// Posts a work request on a connected endpoint (or a receive on any endpoint).
+    ///
+    /// # Errors
+    /// `DAT_INSUFFICIENT_RESOURCES` when the queue is full.
+    fn post(&self, ep: EpId, wr: WorkRequest) -> DatResult<()>;
+
+    /// Creates a shared receive queue.
+    ///
+    /// # Errors
+    /// `DAT_MODEL_NOT_SUPPORTED` if SRQs are not supported.
+    fn create_srq(&self, _srq: SrqId, _cfg: &SrqConfig) -> DatResult<()> {
+        Err(DatError::new(
+            crate::error::ErrorType::ModelNotSupported,
+            crate::error::Subtype::NoSubtype,
+        ))
+    }
+
+    /// Posts a receive on a shared receive queue.
+    ///
+    /// # Errors
+    /// `DAT_INSUFFICIENT_RESOURCES` when the queue is full.
+    fn srq_post_recv(&self, _srq: SrqId, _wr: WorkRequest) -> DatResult<()> {
+        Err(DatError::NOT_IMPLEMENTED)
+    }
+
+    /// Destroys a shared receive queue.
+    fn free_srq(&self, _srq: SrqId) {}
+
+    /// Makes progress on the calling thread without blocking (read sockets, poll CQs) and
+    /// reports what happened through upcalls. Returns true if anything happened. Called by
+    /// waiters while they spin, so that the thread that waits also drives the transport.
+    fn progress(&self) -> bool {
+        false
+    }
+
+    /// Closes the IA: stops provider threads and releases every resource. Called once.
+    fn close(&self);
+}

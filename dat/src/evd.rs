@@ -1,0 +1,536 @@
+//! Event dispatchers and consumer notification objects: the core's queue rules plus blocking.
+//!
+//! A waiter first drives the transport on its own thread and spins briefly (a completion that
+//! arrives within the spin window costs no sleep/wake-up), then sleeps on a condition variable
+//! that providers' threads signal through the upcalls.
+
+use std::fmt;
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::sync::{Arc, Condvar, Mutex, Weak};
+use std::time::{Duration, Instant};
+
+use dat_core::cno::CnoState;
+use dat_core::error::Subtype;
+use dat_core::evd::{AsyncHandle, EvdParam, EvdQueue, Event, Push, Signal, WaitStatus};
+use dat_core::provider::Transport;
+use dat_core::types::{CnoId, EvdFlags, EvdId, EventNumber, Timeout};
+use dat_core::{DatError, DatResult};
+
+use crate::ia::IaInner;
+use crate::sync::lock;
+
+/// How long a waiter drives progress and spins before it sleeps.
+const SPIN: Duration = Duration::from_micros(50);
+
+struct EvdState {
+    q: EvdQueue,
+    sleepers: u32,
+    cno: Option<Cno>,
+}
+
+pub(crate) struct EvdInner {
+    pub(crate) id: EvdId,
+    ia: Weak<IaInner>,
+    transport: Arc<dyn Transport>,
+    state: Mutex<EvdState>,
+    cond: Condvar,
+    /// DAT references: EPs, service points and the IA that use this EVD.
+    pub(crate) refs: AtomicU32,
+    freed: AtomicBool,
+    is_async: bool,
+}
+
+impl crate::Freeable for EvdInner {
+    fn is_freed(&self) -> bool {
+        self.freed.load(Ordering::Acquire)
+    }
+}
+
+impl EvdInner {
+    /// Queues an event from a provider upcall or the core, waking a sleeping waiter and
+    /// triggering the CNO as the queue decides; an overflow raises
+    /// `DAT_ASYNC_ERROR_EVD_OVERFLOW` on the IA's async EVD.
+    pub(crate) fn push(&self, ev: Event, signal: Signal) {
+        let mut st = lock(&self.state);
+        match st.q.push(ev, signal) {
+            Push::Queued { wake, trigger_cno } => {
+                if wake && st.sleepers > 0 {
+                    self.cond.notify_all();
+                }
+                let cno = if trigger_cno.is_some() {
+                    st.cno.clone()
+                } else {
+                    None
+                };
+                drop(st);
+                if let Some(cno) = cno {
+                    cno.inner.trigger(self.id);
+                }
+            }
+            Push::Overflow => {
+                if st.sleepers > 0 {
+                    // A dead async EVD must wake its waiter, which then sees `WaitStatus::Dead`.
+                    self.cond.notify_all();
+                }
+                drop(st);
+                tracing::warn!(evd = self.id.0, "EVD overflow: event dropped");
+                if !self.is_async {
+                    if let Some(ia) = self.ia.upgrade() {
+                        ia.post_async(AsyncHandle::Evd(self.id), EventNumber::AsyncEvdOverflow, 0);
+                    }
+                }
+            }
+            Push::Rejected => {
+                tracing::warn!(
+                    evd = self.id.0,
+                    "event of a stream this EVD does not accept"
+                );
+            }
+        }
+    }
+
+    pub(crate) fn push_async(&self, ev: Event) {
+        self.push(ev, Signal::Normal);
+    }
+
+    pub(crate) fn drain_where(&self, f: impl Fn(&Event) -> bool) {
+        lock(&self.state).q.drain_for(f);
+    }
+
+    pub(crate) fn flags(&self) -> EvdFlags {
+        lock(&self.state).q.flags()
+    }
+}
+
+/// An event dispatcher (`DAT_EVD_HANDLE`).
+#[derive(Clone)]
+pub struct Evd {
+    pub(crate) inner: Arc<EvdInner>,
+}
+
+impl fmt::Debug for Evd {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Evd").field("id", &self.inner.id).finish()
+    }
+}
+
+impl PartialEq for Evd {
+    fn eq(&self, other: &Evd) -> bool {
+        Arc::ptr_eq(&self.inner, &other.inner)
+    }
+}
+
+impl Evd {
+    pub(crate) fn from_queue(
+        ia: Weak<IaInner>,
+        transport: Arc<dyn Transport>,
+        id: u32,
+        q: EvdQueue,
+        is_async: bool,
+    ) -> Evd {
+        Evd {
+            inner: Arc::new(EvdInner {
+                id: EvdId(id),
+                ia,
+                transport,
+                state: Mutex::new(EvdState {
+                    q,
+                    sleepers: 0,
+                    cno: None,
+                }),
+                cond: Condvar::new(),
+                refs: AtomicU32::new(0),
+                freed: AtomicBool::new(false),
+                is_async,
+            }),
+        }
+    }
+
+    pub(crate) fn create(
+        ia: &Arc<IaInner>,
+        min_qlen: i32,
+        flags: EvdFlags,
+        cno: Option<&Cno>,
+    ) -> DatResult<Evd> {
+        if let Some(c) = cno {
+            c.check()?;
+        }
+        let pattr = &ia.provider_attr;
+        let q = EvdQueue::new(min_qlen, flags, ia.ia_attr.max_evd_qlen, |f| {
+            pattr.streams_may_merge(f)
+        })?;
+        let id = ia.next_id();
+        ia.transport.create_evd(EvdId(id), flags, q.qlen())?;
+        let evd = Evd::from_queue(Arc::downgrade(ia), ia.transport.clone(), id, q, false);
+        if let Some(c) = cno {
+            evd.attach_cno(Some(c.clone()));
+        }
+        ia.children().evds.insert(id, Arc::downgrade(&evd.inner));
+        Ok(evd)
+    }
+
+    /// The id events and queries use for this EVD.
+    pub fn id(&self) -> EvdId {
+        self.inner.id
+    }
+
+    fn check(&self) -> DatResult<()> {
+        if self.inner.freed.load(Ordering::Acquire) {
+            return Err(DatError::invalid_handle(Subtype::NoSubtype));
+        }
+        Ok(())
+    }
+
+    /// Waits until at least `threshold` events are queued and dequeues one (`dat_evd_wait`).
+    /// Returns the event and the number still queued (`nmore`).
+    ///
+    /// # Errors
+    /// `DAT_TIMEOUT_EXPIRED` when `timeout` passes first; `DAT_INVALID_STATE|EVD_UNWAITABLE` on
+    /// an unwaitable EVD and `DAT_INVALID_STATE` if made unwaitable while waiting;
+    /// `DAT_INVALID_STATE` if another thread already waits;
+    /// `DAT_INVALID_PARAMETER|DAT_INVALID_ARG3` for a threshold below 1 or above the queue
+    /// length; `DAT_ABORT` if the EVD is freed or the IA closed while waiting.
+    pub fn wait(&self, timeout: Timeout, threshold: i32) -> DatResult<(Event, u32)> {
+        self.check()?;
+        let deadline = timeout.duration().map(|d| Instant::now() + d);
+        let spin_until = Instant::now() + SPIN;
+        let mut st = lock(&self.inner.state);
+        st.q.begin_wait(threshold, true)?;
+        loop {
+            if let Some(done) = st.q.try_complete_wait(threshold) {
+                st.q.end_wait();
+                return Ok(done);
+            }
+            let stop = match st.q.wait_status() {
+                WaitStatus::Continue if self.inner.freed.load(Ordering::Acquire) => Some(
+                    DatError::new(dat_core::ErrorType::Abort, Subtype::NoSubtype),
+                ),
+                WaitStatus::Continue => None,
+                WaitStatus::Unwaitable => Some(DatError::bare(
+                    dat_core::ErrorType::InvalidState,
+                    Subtype::NoSubtype,
+                )),
+                WaitStatus::Dead => Some(DatError::invalid_state(Subtype::NoSubtype)),
+            };
+            if let Some(e) = stop {
+                st.q.end_wait();
+                return Err(e);
+            }
+            let now = Instant::now();
+            if deadline.is_some_and(|d| now >= d) {
+                st.q.end_wait();
+                return Err(DatError::TIMEOUT_EXPIRED);
+            }
+            if now < spin_until {
+                drop(st);
+                if !self.inner.transport.progress() {
+                    std::hint::spin_loop();
+                }
+                st = lock(&self.inner.state);
+                continue;
+            }
+            st.sleepers += 1;
+            let slice = deadline.map_or(Duration::from_secs(3600), |d| d - now);
+            st = match self.inner.cond.wait_timeout(st, slice) {
+                Ok((g, _)) => g,
+                Err(p) => p.into_inner().0,
+            };
+            st.sleepers -= 1;
+        }
+    }
+
+    /// Dequeues one event without blocking (`dat_evd_dequeue`).
+    ///
+    /// # Errors
+    /// [`DatError::QUEUE_EMPTY`] (bare `0x000D0000`) when nothing is queued;
+    /// `DAT_INVALID_STATE` while a waiter is blocked.
+    pub fn dequeue(&self) -> DatResult<Event> {
+        self.check()?;
+        match lock(&self.inner.state).q.dequeue() {
+            Err(e) if e == DatError::QUEUE_EMPTY => {}
+            other => return other,
+        }
+        if self.inner.transport.progress() {
+            lock(&self.inner.state).q.dequeue()
+        } else {
+            Err(DatError::QUEUE_EMPTY)
+        }
+    }
+
+    /// Posts a software event (`dat_evd_post_se`); only the pointer value is conveyed.
+    ///
+    /// # Errors
+    /// `DAT_INVALID_PARAMETER|DAT_INVALID_ARG1` without `DAT_EVD_SOFTWARE_FLAG`;
+    /// `DAT_QUEUE_FULL` when the queue is full.
+    pub fn post_se(&self, pointer: u64) -> DatResult<()> {
+        self.check()?;
+        let ev = Event {
+            number: EventNumber::Software,
+            data: dat_core::evd::EventData::Software { pointer },
+        };
+        let cno = {
+            let mut st = lock(&self.inner.state);
+            match st.q.post_se(&ev)? {
+                Push::Queued { wake, trigger_cno } => {
+                    if wake && st.sleepers > 0 {
+                        self.inner.cond.notify_all();
+                    }
+                    trigger_cno.and(st.cno.clone())
+                }
+                Push::Overflow => {
+                    return Err(DatError::new(
+                        dat_core::ErrorType::QueueFull,
+                        Subtype::NoSubtype,
+                    ));
+                }
+                Push::Rejected => return Err(DatError::invalid_arg(1)),
+            }
+        };
+        if let Some(c) = cno {
+            c.inner.trigger(self.inner.id);
+        }
+        Ok(())
+    }
+
+    /// Changes the queue length (`dat_evd_resize`).
+    ///
+    /// # Errors
+    /// `DAT_INVALID_STATE` below the number of queued events or while a waiter is blocked;
+    /// `DAT_INVALID_PARAMETER|DAT_INVALID_ARG2` out of range.
+    pub fn resize(&self, min_qlen: i32) -> DatResult<()> {
+        self.check()?;
+        lock(&self.inner.state).q.resize(min_qlen)
+    }
+
+    /// Enables CNO triggering (`dat_evd_enable`).
+    ///
+    /// # Errors
+    /// `DAT_INVALID_HANDLE` on a freed EVD.
+    pub fn enable(&self) -> DatResult<()> {
+        self.check()?;
+        lock(&self.inner.state).q.enable();
+        Ok(())
+    }
+
+    /// Disables CNO triggering (`dat_evd_disable`); events still queue.
+    ///
+    /// # Errors
+    /// `DAT_INVALID_HANDLE` on a freed EVD.
+    pub fn disable(&self) -> DatResult<()> {
+        self.check()?;
+        lock(&self.inner.state).q.disable();
+        Ok(())
+    }
+
+    /// Forbids waiting (`dat_evd_set_unwaitable`); a blocked waiter returns `DAT_INVALID_STATE`.
+    ///
+    /// # Errors
+    /// `DAT_INVALID_HANDLE` on a freed EVD.
+    pub fn set_unwaitable(&self) -> DatResult<()> {
+        self.check()?;
+        let mut st = lock(&self.inner.state);
+        st.q.set_unwaitable();
+        if st.sleepers > 0 {
+            self.inner.cond.notify_all();
+        }
+        Ok(())
+    }
+
+    /// Allows waiting again (`dat_evd_clear_unwaitable`).
+    ///
+    /// # Errors
+    /// `DAT_INVALID_HANDLE` on a freed EVD.
+    pub fn clear_unwaitable(&self) -> DatResult<()> {
+        self.check()?;
+        lock(&self.inner.state).q.clear_unwaitable();
+        Ok(())
+    }
+
+    fn attach_cno(&self, cno: Option<Cno>) {
+        let mut st = lock(&self.inner.state);
+        if let Some(old) = st.cno.take() {
+            lock(&old.inner.state).detach();
+        }
+        if let Some(c) = &cno {
+            lock(&c.inner.state).attach();
+        }
+        st.q.set_cno(cno.as_ref().map(|c| c.inner.id));
+        st.cno = cno;
+    }
+
+    /// Attaches or detaches a CNO (`dat_evd_modify_cno`).
+    ///
+    /// # Errors
+    /// `DAT_INVALID_HANDLE` on a freed EVD; `DAT_INVALID_HANDLE|DAT_INVALID_HANDLE_CNO` for a
+    /// freed CNO.
+    pub fn modify_cno(&self, cno: Option<&Cno>) -> DatResult<()> {
+        self.check()?;
+        if let Some(c) = cno {
+            c.check()?;
+        }
+        self.attach_cno(cno.cloned());
+        Ok(())
+    }
+
+    /// Parameters (`dat_evd_query`).
+    ///
+    /// # Errors
+    /// `DAT_INVALID_HANDLE` on a freed EVD.
+    pub fn query(&self) -> DatResult<EvdParam> {
+        self.check()?;
+        Ok(lock(&self.inner.state).q.param())
+    }
+
+    /// Number of queued events.
+    pub fn len(&self) -> usize {
+        lock(&self.inner.state).q.len()
+    }
+
+    /// True if nothing is queued.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Frees the EVD (`dat_evd_free`).
+    ///
+    /// # Errors
+    /// `DAT_INVALID_STATE|DAT_INVALID_STATE_EVD_IN_USE` while an EP, a service point or the IA
+    /// uses it; `DAT_INVALID_HANDLE` if already freed.
+    pub fn free(&self) -> DatResult<()> {
+        self.check()?;
+        if self.inner.is_async || self.inner.refs.load(Ordering::Acquire) > 0 {
+            return Err(DatError::invalid_state(Subtype::StateEvdInUse));
+        }
+        self.free_unchecked();
+        Ok(())
+    }
+
+    pub(crate) fn free_unchecked(&self) {
+        if self.inner.freed.swap(true, Ordering::AcqRel) {
+            return;
+        }
+        self.attach_cno(None);
+        {
+            let st = lock(&self.inner.state);
+            if st.sleepers > 0 {
+                self.inner.cond.notify_all();
+            }
+        }
+        self.inner.transport.free_evd(self.inner.id);
+    }
+}
+
+pub(crate) struct CnoInner {
+    pub(crate) id: CnoId,
+    state: Mutex<CnoState>,
+    cond: Condvar,
+    freed: AtomicBool,
+}
+
+impl crate::Freeable for CnoInner {
+    fn is_freed(&self) -> bool {
+        self.freed.load(Ordering::Acquire)
+    }
+}
+
+impl CnoInner {
+    fn trigger(&self, evd: EvdId) {
+        if lock(&self.state).trigger(evd) {
+            self.cond.notify_all();
+        }
+    }
+}
+
+/// A consumer notification object (`DAT_CNO_HANDLE`): one wait for several EVDs.
+#[derive(Clone)]
+pub struct Cno {
+    pub(crate) inner: Arc<CnoInner>,
+}
+
+impl fmt::Debug for Cno {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Cno").field("id", &self.inner.id).finish()
+    }
+}
+
+impl Cno {
+    pub(crate) fn create(ia: &Arc<IaInner>) -> Cno {
+        let id = ia.next_id();
+        let cno = Cno {
+            inner: Arc::new(CnoInner {
+                id: CnoId(id),
+                state: Mutex::new(CnoState::new()),
+                cond: Condvar::new(),
+                freed: AtomicBool::new(false),
+            }),
+        };
+        ia.children().cnos.insert(id, Arc::downgrade(&cno.inner));
+        cno
+    }
+
+    fn check(&self) -> DatResult<()> {
+        if self.inner.freed.load(Ordering::Acquire) {
+            return Err(DatError::invalid_handle(Subtype::InvalidHandleCno));
+        }
+        Ok(())
+    }
+
+    /// The CNO's id.
+    pub fn id(&self) -> CnoId {
+        self.inner.id
+    }
+
+    /// Waits until an attached, enabled EVD triggers (`dat_cno_wait`); returns that EVD's id
+    /// when known.
+    ///
+    /// # Errors
+    /// The CNO timeout code (see `dat_core::cno`) when `timeout` passes; `DAT_INVALID_STATE` if
+    /// another thread waits; `DAT_INVALID_STATE|DAT_INVALID_STATE_CNO_DEAD` if freed meanwhile.
+    pub fn wait(&self, timeout: Timeout) -> DatResult<Option<EvdId>> {
+        self.check()?;
+        let deadline = timeout.duration().map(|d| Instant::now() + d);
+        let mut st = lock(&self.inner.state);
+        st.begin_wait()?;
+        loop {
+            if let Some(evd) = st.try_complete_wait() {
+                st.end_wait();
+                return Ok(evd);
+            }
+            if self.inner.freed.load(Ordering::Acquire) {
+                st.end_wait();
+                return Err(DatError::invalid_state(Subtype::StateCnoDead));
+            }
+            let now = Instant::now();
+            if deadline.is_some_and(|d| now >= d) {
+                st.end_wait();
+                return Err(CnoState::timeout_error());
+            }
+            let slice = deadline.map_or(Duration::from_secs(3600), |d| d - now);
+            st = match self.inner.cond.wait_timeout(st, slice) {
+                Ok((g, _)) => g,
+                Err(p) => p.into_inner().0,
+            };
+        }
+    }
+
+    /// Frees the CNO (`dat_cno_free`).
+    ///
+    /// # Errors
+    /// `DAT_INVALID_STATE|DAT_INVALID_STATE_CNO_IN_USE` while EVDs are attached.
+    pub fn free(&self) -> DatResult<()> {
+        self.check()?;
+        let mut st = lock(&self.inner.state);
+        st.check_free()?;
+        st.kill();
+        self.inner.freed.store(true, Ordering::Release);
+        self.inner.cond.notify_all();
+        Ok(())
+    }
+
+    pub(crate) fn free_unchecked(&self) {
+        let mut st = lock(&self.inner.state);
+        st.kill();
+        self.inner.freed.store(true, Ordering::Release);
+        self.inner.cond.notify_all();
+    }
+}

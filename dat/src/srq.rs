@@ -1,0 +1,197 @@
+//! Shared receive queues: one pool of receive buffers for many endpoints.
+
+use std::fmt;
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::sync::{Arc, Mutex};
+
+use dat_core::error::Subtype;
+use dat_core::provider::{PostOp, SrqConfig, WorkRequest};
+use dat_core::types::{CompletionFlags, Cookie, LmrTriplet, MemPriv, SrqId};
+use dat_core::{DatError, DatResult};
+
+use crate::ia::Ia;
+use crate::mem::Pz;
+use crate::sync::{lock, read};
+
+/// `DAT_SRQ_ATTR`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SrqAttr {
+    /// Receive buffers the queue can hold.
+    pub max_recv_dtos: u32,
+    /// Segments per receive.
+    pub max_recv_iov: u32,
+    /// Low watermark (0 = `DAT_SRQ_LW_DEFAULT`, no event).
+    pub low_watermark: u32,
+}
+
+/// `DAT_SRQ_PARAM`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SrqParam {
+    /// Attributes in force.
+    pub attr: SrqAttr,
+    /// The SRQ's PZ.
+    pub pz: dat_core::types::PzId,
+    /// Endpoints using the SRQ.
+    pub ep_count: u32,
+}
+
+pub(crate) struct SrqInner {
+    pub(crate) id: SrqId,
+    pz: Pz,
+    attr: Mutex<SrqAttr>,
+    /// DAT references: EPs created with this SRQ.
+    pub(crate) refs: AtomicU32,
+    freed: AtomicBool,
+}
+
+impl crate::Freeable for SrqInner {
+    fn is_freed(&self) -> bool {
+        self.freed.load(Ordering::Acquire)
+    }
+}
+
+/// A shared receive queue (`DAT_SRQ_HANDLE`).
+#[derive(Clone)]
+pub struct Srq {
+    pub(crate) inner: Arc<SrqInner>,
+}
+
+impl fmt::Debug for Srq {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Srq").field("id", &self.inner.id).finish()
+    }
+}
+
+impl Ia {
+    /// Creates a shared receive queue in `pz` (`dat_srq_create`).
+    ///
+    /// # Errors
+    /// `DAT_MODEL_NOT_SUPPORTED` if the provider has no SRQs;
+    /// `DAT_INVALID_HANDLE|DAT_INVALID_HANDLE_PZ` for a freed PZ;
+    /// `DAT_INVALID_PARAMETER|DAT_INVALID_ARG3` for a zero or too large depth or IOV count.
+    pub fn create_srq(&self, pz: &Pz, attr: SrqAttr) -> DatResult<Srq> {
+        self.inner.check_open()?;
+        if !self.inner.provider_attr.srq_supported {
+            return Err(DatError::new(
+                dat_core::ErrorType::ModelNotSupported,
+                Subtype::NoSubtype,
+            ));
+        }
+        pz.check()?;
+        let a = &self.inner.ia_attr;
+        if attr.max_recv_dtos == 0
+            || attr.max_recv_dtos > a.max_recv_per_srq
+            || attr.max_recv_iov == 0
+            || attr.max_recv_iov > a.max_iov_segments_per_dto
+        {
+            return Err(DatError::invalid_arg(3));
+        }
+        let id = SrqId(self.inner.next_id());
+        let cfg = SrqConfig {
+            pz: pz.id(),
+            max_recv_dtos: attr.max_recv_dtos,
+            max_recv_iov: attr.max_recv_iov,
+        };
+        self.inner.transport.create_srq(id, &cfg)?;
+        pz.inner.refs.fetch_add(1, Ordering::AcqRel);
+        let inner = Arc::new(SrqInner {
+            id,
+            pz: pz.clone(),
+            attr: Mutex::new(attr),
+            refs: AtomicU32::new(0),
+            freed: AtomicBool::new(false),
+        });
+        self.inner
+            .children()
+            .srqs
+            .insert(id.0, Arc::downgrade(&inner));
+        Ok(Srq { inner })
+    }
+}
+
+impl Srq {
+    pub(crate) fn check(&self) -> DatResult<()> {
+        if crate::Freeable::is_freed(&*self.inner) {
+            return Err(DatError::invalid_handle(Subtype::InvalidHandleSrq));
+        }
+        Ok(())
+    }
+
+    /// The SRQ's id.
+    pub fn id(&self) -> SrqId {
+        self.inner.id
+    }
+
+    /// Posts a receive buffer (`dat_srq_post_recv`); any EP of the SRQ may consume it, and the
+    /// completion arrives on that EP's receive EVD.
+    ///
+    /// # Errors
+    /// `DAT_INVALID_PARAMETER|DAT_INVALID_ARG2` for more segments than `max_recv_iov`; the
+    /// local protection codes of `dat_core::mem`; `DAT_INSUFFICIENT_RESOURCES` when full.
+    pub fn post_recv(&self, iov: &[LmrTriplet], cookie: Cookie) -> DatResult<()> {
+        self.check()?;
+        let max_iov = lock(&self.inner.attr).max_recv_iov;
+        if iov.len() > max_iov as usize {
+            return Err(DatError::invalid_arg(2));
+        }
+        let ia = &self.inner.pz.inner.ia;
+        let segs =
+            read(&ia.mem).local_iov(self.inner.pz.id(), iov, MemPriv::LOCAL_WRITE, max_iov)?;
+        let wr = WorkRequest {
+            op: PostOp::Recv,
+            segs,
+            cookie,
+            flags: CompletionFlags::DEFAULT,
+        };
+        ia.transport.srq_post_recv(self.inner.id, wr)
+    }
+
+    /// Parameters (`dat_srq_query`).
+    ///
+    /// # Errors
+    /// `DAT_INVALID_HANDLE|DAT_INVALID_HANDLE_SRQ` on a freed SRQ.
+    pub fn query(&self) -> DatResult<SrqParam> {
+        self.check()?;
+        Ok(SrqParam {
+            attr: *lock(&self.inner.attr),
+            pz: self.inner.pz.id(),
+            ep_count: self.inner.refs.load(Ordering::Acquire),
+        })
+    }
+
+    /// Sets the low watermark (`dat_srq_set_lw`).
+    ///
+    /// # Errors
+    /// `DAT_INVALID_PARAMETER|DAT_INVALID_ARG2` above the queue depth.
+    pub fn set_lw(&self, low_watermark: u32) -> DatResult<()> {
+        self.check()?;
+        let mut a = lock(&self.inner.attr);
+        if low_watermark > a.max_recv_dtos {
+            return Err(DatError::invalid_arg(2));
+        }
+        a.low_watermark = low_watermark;
+        Ok(())
+    }
+
+    /// Frees the SRQ (`dat_srq_free`).
+    ///
+    /// # Errors
+    /// `DAT_INVALID_STATE|DAT_INVALID_STATE_SRQ_IN_USE` while EPs use it.
+    pub fn free(&self) -> DatResult<()> {
+        self.check()?;
+        if self.inner.refs.load(Ordering::Acquire) > 0 {
+            return Err(DatError::invalid_state(Subtype::StateSrqInUse));
+        }
+        self.free_unchecked();
+        Ok(())
+    }
+
+    pub(crate) fn free_unchecked(&self) {
+        if !self.inner.freed.swap(true, Ordering::AcqRel) {
+            let ia = &self.inner.pz.inner.ia;
+            ia.transport.free_srq(self.inner.id);
+            self.inner.pz.inner.refs.fetch_sub(1, Ordering::AcqRel);
+            ia.children().srqs.remove(&self.inner.id.0);
+        }
+    }
+}
