@@ -8,7 +8,7 @@
 //! interleaving. Connect timeouts fire when [`Fabric::advance`] moves the virtual clock past
 //! them. Semantics follow InfiniBand RC: receives matched in order, back-pressure when no
 //! receive is posted (sends wait, nothing is dropped), remote access checked at the target
-//! against its [`MemTable`], errors break both sides.
+//! against its [`MemTable`](crate::mem::MemTable), errors break both sides.
 
 use std::collections::{HashMap, VecDeque};
 use std::net::{IpAddr, SocketAddr};
@@ -110,12 +110,11 @@ impl Fabric {
                     if let Link::Connecting {
                         deadline: Some(d), ..
                     } = ep.link
+                        && now >= d
                     {
-                        if now >= d {
-                            ep.link = Link::Idle;
-                            let up = ep.upcalls.clone();
-                            deferred.push(Box::new(move || up.cm(CmFact::TimedOut)));
-                        }
+                        ep.link = Link::Idle;
+                        let up = ep.upcalls.clone();
+                        deferred.push(Box::new(move || up.cm(CmFact::TimedOut)));
                     }
                 }
             }
@@ -155,10 +154,10 @@ impl Fabric {
             } => {
                 let requester = from.ia.upgrade();
                 let fail = |out: &mut Deferred, fact: CmFact| {
-                    if let Some(ia) = &requester {
-                        if let Some(up) = ia.fail_connect(from.ep) {
-                            out.push(Box::new(move || up.cm(fact)));
-                        }
+                    if let Some(ia) = &requester
+                        && let Some(up) = ia.fail_connect(from.ep)
+                    {
+                        out.push(Box::new(move || up.cm(fact)));
                     }
                 };
                 let Some(target) = st.ias.get(&to).and_then(Weak::upgrade) else {
@@ -204,29 +203,29 @@ impl Fabric {
                 // The acceptor learns it is established once the requester has it (RTU).
                 if let Some(acc) = from.ia.upgrade() {
                     let mut a = acc.lock();
-                    if let Some(aep) = a.eps.get_mut(&from.ep) {
-                        if matches!(aep.link, Link::Accepting(_)) {
-                            aep.link = Link::Connected(to.clone());
-                            let up = aep.upcalls.clone();
-                            out.push(Box::new(move || {
-                                up.cm(CmFact::Established {
-                                    private_data: Box::default(),
-                                })
-                            }));
-                        }
+                    if let Some(aep) = a.eps.get_mut(&from.ep)
+                        && matches!(aep.link, Link::Accepting(_))
+                    {
+                        aep.link = Link::Connected(to.clone());
+                        let up = aep.upcalls.clone();
+                        out.push(Box::new(move || {
+                            up.cm(CmFact::Established {
+                                private_data: Box::default(),
+                            })
+                        }));
                     }
                 }
                 Vec::new()
             }
             Msg::Reject { to, pdata } => {
-                if let Some(ia) = to.ia.upgrade() {
-                    if let Some(up) = ia.fail_connect(to.ep) {
-                        out.push(Box::new(move || {
-                            up.cm(CmFact::PeerRejected {
-                                private_data: pdata,
-                            })
-                        }));
-                    }
+                if let Some(ia) = to.ia.upgrade()
+                    && let Some(up) = ia.fail_connect(to.ep)
+                {
+                    out.push(Box::new(move || {
+                        up.cm(CmFact::PeerRejected {
+                            private_data: pdata,
+                        })
+                    }));
                 }
                 Vec::new()
             }
@@ -502,10 +501,10 @@ impl Transport for MemIa {
 
     fn free_ep(&self, ep: EpId) {
         let removed = self.lock().eps.remove(&ep);
-        if let Some(e) = removed {
-            if let Link::Connected(peer) | Link::Accepting(peer) = e.link {
-                self.enqueue(Msg::Disconnect { to: peer });
-            }
+        if let Some(e) = removed
+            && let Link::Connected(peer) | Link::Accepting(peer) = e.link
+        {
+            self.enqueue(Msg::Disconnect { to: peer });
         }
     }
 

@@ -281,12 +281,11 @@ impl Sp {
         }
         let ia = &self.inner.ia;
         ia.transport.unlisten(self.inner.id);
-        if let SpKind::Rsp(w) = &self.inner.kind {
-            if let Some(ep) = w.upgrade() {
-                if lock(&ep.core).state == EpState::Reserved {
-                    let _ = ep.apply(Input::RspFree);
-                }
-            }
+        if let SpKind::Rsp(w) = &self.inner.kind
+            && let Some(ep) = w.upgrade()
+            && lock(&ep.core).state == EpState::Reserved
+        {
+            let _ = ep.apply(Input::RspFree);
         }
         self.inner.evd.inner.refs.fetch_sub(1, Ordering::AcqRel);
         ia.children().sps.remove(&self.inner.id.0);
@@ -434,10 +433,10 @@ impl Cr {
         };
         self.take()?;
         let res = ia.transport.reject(self.inner.id, private_data);
-        if let Some((ep, out)) = out {
-            if out.actions.contains(Actions::DESTROY) {
-                ep.inner.destroy();
-            }
+        if let Some((ep, out)) = out
+            && out.actions.contains(Actions::DESTROY)
+        {
+            ep.inner.destroy();
         }
         res
     }

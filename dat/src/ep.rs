@@ -732,10 +732,10 @@ impl Ep {
             cookie,
             flags,
         };
-        if let PostOp::RdmaRead(r) | PostOp::RdmaWrite(r) = op {
-            if wr.len() > u64::from(r.segment_length) {
-                return Err(DatError::new(ErrorType::LengthError, Subtype::NoSubtype));
-            }
+        if let PostOp::RdmaRead(r) | PostOp::RdmaWrite(r) = op
+            && wr.len() > u64::from(r.segment_length)
+        {
+            return Err(DatError::new(ErrorType::LengthError, Subtype::NoSubtype));
         }
         if out.actions.contains(Actions::FLUSH_THIS_POST) {
             self.inner.deliver(wr.completion(DtoStatus::Flushed, 0));

@@ -74,10 +74,10 @@ impl EvdInner {
                 }
                 drop(st);
                 tracing::warn!(evd = self.id.0, "EVD overflow: event dropped");
-                if !self.is_async {
-                    if let Some(ia) = self.ia.upgrade() {
-                        ia.post_async(AsyncHandle::Evd(self.id), EventNumber::AsyncEvdOverflow, 0);
-                    }
+                if !self.is_async
+                    && let Some(ia) = self.ia.upgrade()
+                {
+                    ia.post_async(AsyncHandle::Evd(self.id), EventNumber::AsyncEvdOverflow, 0);
                 }
             }
             Push::Rejected => {

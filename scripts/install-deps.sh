@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# Installs the system packages the build and the tests need, on a fresh Debian machine (as root,
+# or with sudo). Idempotent: already-installed packages are skipped quickly.
+set -euo pipefail
+
+PACKAGES=(
+  pkg-config
+  iproute2      # network namespaces for the cross-host tests
+)
+
+missing=()
+for p in "${PACKAGES[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+[ ${#missing[@]} -eq 0 ] && exit 0
+
+SUDO=""
+[ "$(id -u)" -eq 0 ] || SUDO="sudo"
+apt_get() {
+  # Wait for other apt users instead of failing; retry once on a transient error.
+  $SUDO env DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=300 "$@" ||
+    { sleep 10; $SUDO env DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=300 "$@"; }
+}
+apt_get update -qq
+apt_get install -y -qq --no-install-recommends "${missing[@]}"
