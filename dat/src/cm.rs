@@ -395,6 +395,12 @@ impl Cr {
             (None, Some(own)) => (own.clone(), Input::AcceptOwnEp),
             _ => return Err(DatError::invalid_handle(Subtype::InvalidHandleEp)),
         };
+        // How to undo the accept if the transport refuses it: back to where the EP came from.
+        let undo = match lock(&ep.inner.core).state {
+            EpState::PassiveConnectionPending => Input::RspAcceptFailedSync,
+            EpState::TentativeConnectionPending => Input::ProviderAcceptFailedSync,
+            _ => Input::ConnectFailedSync,
+        };
         ep.inner.check()?;
         {
             let mut core = lock(&ep.inner.core);
@@ -408,7 +414,7 @@ impl Cr {
         }
         self.take()?;
         if let Err(e) = ia.transport.accept(self.inner.id, ep.id(), private_data) {
-            let _ = ep.inner.apply(Input::ConnectFailedSync);
+            let _ = ep.inner.apply(undo);
             return Err(e);
         }
         Ok(())

@@ -51,6 +51,21 @@ pub struct EpParams<'a> {
     pub attr: Option<&'a EpAttr>,
 }
 
+/// What `dat_ep_modify` changes: each `Some` field replaces that part of the endpoint.
+#[derive(Clone, Debug, Default)]
+pub struct EpModify<'a> {
+    /// New protection zone (allowed in `UNCONNECTED` and `TENTATIVE_CONNECTION_PENDING`).
+    pub pz: Option<&'a Pz>,
+    /// New receive EVD.
+    pub recv_evd: Option<&'a Evd>,
+    /// New request EVD.
+    pub request_evd: Option<&'a Evd>,
+    /// New connect EVD.
+    pub connect_evd: Option<&'a Evd>,
+    /// New attributes.
+    pub attr: Option<&'a EpAttr>,
+}
+
 /// `DAT_EP_PARAM`: what `dat_ep_query` reports.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct EpParam {
@@ -338,6 +353,14 @@ impl EpInner {
         tracing::debug!(ep = self.id.0, from = ?core.state, to = ?out.next, ?input, "EP transition");
         core.state = out.next;
         self.post_conn_event(&core, &out, pdata);
+        drop(core);
+        if out.actions.contains(Actions::ASYNC_EP_BROKEN) {
+            self.ia.post_async(
+                dat_core::evd::AsyncHandle::Ep(self.id),
+                dat_core::types::EventNumber::AsyncEpBroken,
+                dat_core::evd::reason::EP_TRANSFER_TO_ERROR,
+            );
+        }
     }
 
     /// Posts the outcome's connection event (if any) on the connect EVD. Called with the EP
@@ -602,6 +625,80 @@ impl Ep {
                 .disconnect(self.inner.id, CloseFlags::Abrupt);
         }
         self.inner.destroy();
+        Ok(())
+    }
+
+    /// Changes the PZ, EVDs or attributes (`dat_ep_modify`). The PZ may change in
+    /// `UNCONNECTED` and `TENTATIVE_CONNECTION_PENDING`; EVDs and attributes also in
+    /// `RESERVED`.
+    ///
+    /// # Errors
+    /// `DAT_INVALID_STATE|<state>` in other states; `DAT_INVALID_HANDLE` with subtype `PZ`,
+    /// `EVD_RECV`, `EVD_REQUEST` or `EVD_CONN` for freed or unsuitable objects; the attribute
+    /// errors of `dat_core::ep::attr::validate_attr`. On error nothing changes.
+    pub fn modify(&self, m: &EpModify<'_>) -> DatResult<()> {
+        self.inner.check()?;
+        if let Some(pz) = m.pz {
+            pz.check()?;
+        }
+        let recv = check_evd(m.recv_evd, EvdFlags::DTO, Subtype::InvalidHandleEvdRecv)?;
+        let request = check_evd(
+            m.request_evd,
+            EvdFlags::DTO,
+            Subtype::InvalidHandleEvdRequest,
+        )?;
+        let connect = check_evd(
+            m.connect_evd,
+            EvdFlags::CONNECTION,
+            Subtype::InvalidHandleEvdConn,
+        )?;
+        let mut core = lock(&self.inner.core);
+        let inputs = [
+            (m.pz.is_some(), Input::ModifyPz),
+            (
+                recv.is_some() || request.is_some() || connect.is_some() || m.attr.is_some(),
+                Input::ModifyOther,
+            ),
+        ];
+        for (wanted, input) in inputs {
+            if wanted {
+                transition(core.state, input).result?;
+            }
+        }
+        let mut next = EpCore {
+            state: core.state,
+            cfg: core.cfg.clone(),
+            pz: m.pz.cloned().or_else(|| core.pz.clone()),
+            recv_evd: recv.or_else(|| core.recv_evd.clone()),
+            request_evd: request.or_else(|| core.request_evd.clone()),
+            connect_evd: connect.or_else(|| core.connect_evd.clone()),
+            srq: core.srq.clone(),
+            remote: core.remote,
+            remote_qual: core.remote_qual,
+            local_qual: core.local_qual,
+            cr: core.cr,
+        };
+        if let Some(a) = m.attr {
+            next.cfg.attr = a.clone();
+        }
+        validate_attr(
+            &next.cfg.attr,
+            &limits(&self.inner.ia),
+            next.recv_evd.is_some(),
+            next.request_evd.is_some(),
+            next.srq.is_some(),
+        )?;
+        next.cfg.pz = next.pz.as_ref().map(|p| p.inner.id);
+        next.cfg.recv_evd = next.recv_evd.as_ref().map(Evd::id);
+        next.cfg.request_evd = next.request_evd.as_ref().map(Evd::id);
+        next.cfg.connect_evd = next.connect_evd.as_ref().map(Evd::id);
+        self.inner
+            .ia
+            .transport
+            .modify_ep(self.inner.id, &next.cfg)?;
+        take_refs(&next);
+        release_refs(&core);
+        *core = next;
         Ok(())
     }
 

@@ -33,10 +33,10 @@ pub use dat_core::evd::{AsyncHandle, DtoCompletion, Event, EventData};
 pub use dat_core::mem::Buffer;
 pub use dat_core::provider::EpConfig;
 pub use dat_core::{DatError, DatResult, ErrorType, Subtype, types};
-pub use ep::{ConnectFlags, Ep, EpParam, EpParams};
+pub use ep::{ConnectFlags, Ep, EpModify, EpParam, EpParams};
 pub use evd::{Cno, Evd};
 pub use ia::Ia;
-pub use mem::{Lmr, LmrParam, Pz};
+pub use mem::{Lmr, LmrParam, Pz, Rmr, RmrParam};
 pub use registry::{EMBEDDED_CONFIG, IaOpenError, Registry, open_default_ia, open_ia};
 pub use srq::{Srq, SrqAttr, SrqParam};
 

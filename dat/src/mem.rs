@@ -332,3 +332,171 @@ impl Lmr {
         self.release(&ia);
     }
 }
+
+pub(crate) struct RmrInner {
+    pub(crate) id: dat_core::types::RmrId,
+    pz: Pz,
+    bound: std::sync::Mutex<Option<u32>>,
+    freed: AtomicBool,
+}
+
+impl crate::Freeable for RmrInner {
+    fn is_freed(&self) -> bool {
+        self.freed.load(Ordering::Acquire)
+    }
+}
+
+/// A remote memory region (`DAT_RMR_HANDLE`): a memory window that exposes a sub-range of an
+/// LMR under its own remote key, revocable by rebinding or freeing.
+#[derive(Clone)]
+pub struct Rmr {
+    pub(crate) inner: Arc<RmrInner>,
+}
+
+impl fmt::Debug for Rmr {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Rmr").field("id", &self.inner.id).finish()
+    }
+}
+
+/// `DAT_RMR_PARAM`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RmrParam {
+    /// The RMR's PZ.
+    pub pz: PzId,
+    /// The current remote key, while bound.
+    pub rmr_context: Option<u32>,
+}
+
+impl Pz {
+    /// Creates an unbound memory window in this PZ (`dat_rmr_create`).
+    ///
+    /// # Errors
+    /// `DAT_INVALID_HANDLE|DAT_INVALID_HANDLE_PZ` on a freed PZ.
+    pub fn create_rmr(&self) -> DatResult<Rmr> {
+        self.check()?;
+        let id = dat_core::types::RmrId(self.inner.ia.next_id());
+        self.inner.refs.fetch_add(1, Ordering::AcqRel);
+        Ok(Rmr {
+            inner: Arc::new(RmrInner {
+                id,
+                pz: self.clone(),
+                bound: std::sync::Mutex::new(None),
+                freed: AtomicBool::new(false),
+            }),
+        })
+    }
+}
+
+impl Rmr {
+    fn check(&self) -> DatResult<()> {
+        if crate::Freeable::is_freed(&*self.inner) {
+            return Err(DatError::invalid_handle(Subtype::InvalidHandleRmr));
+        }
+        Ok(())
+    }
+
+    /// The current remote key, while bound.
+    pub fn rmr_context(&self) -> Option<u32> {
+        *crate::sync::lock(&self.inner.bound)
+    }
+
+    /// Binds the window to `triplet` of `lmr` with `privs`, through `ep`
+    /// (`dat_rmr_bind`). Returns the new `rmr_context`; the previous one stops working at once.
+    /// A `segment_length` of 0 unbinds (and returns 0). The completion
+    /// (`DAT_RMR_BIND_COMPLETION_EVENT`) arrives on the EP's request EVD unless suppressed.
+    ///
+    /// # Errors
+    /// `DAT_INVALID_STATE|<state>` unless the EP is connected (in `DISCONNECTED` the bind
+    /// completes as flushed and nothing is bound); `DAT_INVALID_STATE|EP_EVD_REQUEST` if the
+    /// EP's request EVD does not take the RMR bind stream; `DAT_INVALID_PARAMETER|DAT_INVALID_ARG4`
+    /// when the EP, the LMR and the RMR are not in one PZ; the codes of
+    /// `dat_core::mem::MemTable::bind_rmr_va` (range `ARG2`, privileges
+    /// `DAT_PRIVILEGES_VIOLATION`).
+    #[allow(clippy::too_many_arguments)]
+    pub fn bind(
+        &self,
+        lmr: &Lmr,
+        triplet: LmrTriplet,
+        privs: MemPriv,
+        va_type: VaType,
+        ep: &crate::Ep,
+        cookie: dat_core::types::Cookie,
+        flags: dat_core::types::CompletionFlags,
+    ) -> DatResult<u32> {
+        use dat_core::ep::state::{Actions, Input, transition};
+        use dat_core::evd::{Event, Signal};
+        use dat_core::types::{CompletionFlags, DtoStatus};
+        self.check()?;
+        lmr.check()?;
+        ep.inner.check()?;
+        let (out, ep_pz, evd) = {
+            let core = crate::sync::lock(&ep.inner.core);
+            let out = transition(core.state, Input::RmrBind);
+            out.result?;
+            (out, core.cfg.pz, core.request_evd.clone())
+        };
+        if !evd.as_ref().is_some_and(|e| {
+            e.inner
+                .flags()
+                .contains(dat_core::types::EvdFlags::RMR_BIND)
+        }) {
+            return Err(DatError::invalid_state(Subtype::StateEpEvdRequest));
+        }
+        let pz = self.inner.pz.inner.id;
+        if ep_pz != Some(pz) || lmr.inner.pz.inner.id != pz {
+            return Err(DatError::invalid_arg(4));
+        }
+        let complete = |status: DtoStatus| {
+            if let Some(evd) = &evd {
+                if !(status == DtoStatus::Success && flags.contains(CompletionFlags::SUPPRESS)) {
+                    evd.inner.push(
+                        Event::rmr_bind(self.inner.id, cookie, status),
+                        Signal::Normal,
+                    );
+                }
+            }
+        };
+        if out.actions.contains(Actions::FLUSH_THIS_POST) {
+            complete(DtoStatus::Flushed);
+            return Ok(0);
+        }
+        let ia = &self.inner.pz.inner.ia;
+        let ctx = write(&ia.mem).bind_rmr_va(
+            self.inner.id,
+            pz,
+            lmr.lmr_context(),
+            &triplet,
+            privs,
+            va_type,
+        )?;
+        *crate::sync::lock(&self.inner.bound) = (triplet.segment_length != 0).then_some(ctx);
+        complete(DtoStatus::Success);
+        Ok(ctx)
+    }
+
+    /// Parameters (`dat_rmr_query`).
+    ///
+    /// # Errors
+    /// `DAT_INVALID_HANDLE|DAT_INVALID_HANDLE_RMR` on a freed RMR.
+    pub fn query(&self) -> DatResult<RmrParam> {
+        self.check()?;
+        Ok(RmrParam {
+            pz: self.inner.pz.inner.id,
+            rmr_context: self.rmr_context(),
+        })
+    }
+
+    /// Unbinds and destroys the window (`dat_rmr_free`).
+    ///
+    /// # Errors
+    /// `DAT_INVALID_HANDLE|DAT_INVALID_HANDLE_RMR` if already freed.
+    pub fn free(&self) -> DatResult<()> {
+        self.check()?;
+        if !self.inner.freed.swap(true, Ordering::AcqRel) {
+            write(&self.inner.pz.inner.ia.mem).unbind_rmr(self.inner.id);
+            self.inner.pz.inner.refs.fetch_sub(1, Ordering::AcqRel);
+        }
+        Ok(())
+    }
+}

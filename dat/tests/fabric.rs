@@ -53,7 +53,9 @@ fn side(reg: &Registry, name: &str) -> Side {
         .create_evd(8, EvdFlags::CONNECTION, None)
         .expect("conn evd");
     let cr = ia.create_evd(8, EvdFlags::CR, None).expect("cr evd");
-    let dto = ia.create_evd(64, EvdFlags::DTO, None).expect("dto evd");
+    let dto = ia
+        .create_evd(64, EvdFlags::DTO | EvdFlags::RMR_BIND, None)
+        .expect("dto evd");
     let ep = ia
         .create_ep(&EpParams {
             pz: Some(&pz),
@@ -476,4 +478,138 @@ fn unknown_ia_name_is_provider_not_found() {
     let err = reg.open_ia(Some("nope"), 8).unwrap_err();
     assert_eq!(err.code().to_raw(), 0x800A_0064);
     assert!(err.message().contains("nope"), "{err}");
+}
+
+#[test]
+fn memory_window_exposes_only_its_range_and_rebinding_revokes() {
+    let fabric = Fabric::new();
+    let (a, b) = connected(&fabric);
+    let rmr = b.pz.create_rmr().unwrap();
+    let window = b.lmr.triplet(100, 64);
+    let ctx = rmr
+        .bind(
+            &b.lmr,
+            window,
+            MemPriv::REMOTE_WRITE,
+            dat::types::VaType::Va,
+            &b.ep,
+            Cookie(9),
+            CompletionFlags::DEFAULT,
+        )
+        .unwrap();
+    let ev = wait(&b.dto);
+    assert_eq!(ev.number, EventNumber::RmrBindCompletion);
+    assert_eq!(rmr.rmr_context(), Some(ctx));
+    // A PZ with a window cannot be freed.
+    assert_eq!(
+        b.pz.free().unwrap_err(),
+        dat::DatError::invalid_state(dat::Subtype::StatePzInUse)
+    );
+
+    let remote = dat::types::RmrTriplet {
+        virtual_address: b.lmr.address() + 100,
+        segment_length: 8,
+        rmr_context: ctx,
+    };
+    a.lmr.write(0, b"windowed").unwrap();
+    a.ep.post_rdma_write(
+        &[a.lmr.triplet(0, 8)],
+        Cookie(1),
+        remote,
+        CompletionFlags::DEFAULT,
+    )
+    .unwrap();
+    assert_eq!(completion(&a.dto).status, DtoStatus::Success);
+    let mut got = [0u8; 8];
+    b.lmr.read(100, &mut got).unwrap();
+    assert_eq!(&got, b"windowed");
+
+    // Rebinding gives a new key; the old one fails (and breaks the connection, as on IB).
+    let ctx2 = rmr
+        .bind(
+            &b.lmr,
+            b.lmr.triplet(0, 16),
+            MemPriv::REMOTE_WRITE,
+            dat::types::VaType::Va,
+            &b.ep,
+            Cookie(10),
+            CompletionFlags::SUPPRESS,
+        )
+        .unwrap();
+    assert_ne!(ctx, ctx2);
+    assert!(b.dto.is_empty(), "a suppressed bind completes silently");
+    a.ep.post_rdma_write(
+        &[a.lmr.triplet(0, 8)],
+        Cookie(2),
+        remote,
+        CompletionFlags::DEFAULT,
+    )
+    .unwrap();
+    assert_eq!(completion(&a.dto).status, DtoStatus::RemoteAccess);
+    rmr.free().unwrap();
+    assert_eq!(
+        rmr.query().unwrap_err().kind(),
+        dat::ErrorType::InvalidHandle
+    );
+}
+
+#[test]
+fn modify_follows_the_state_rules() {
+    use dat::{DatError, EpModify, Subtype};
+    let fabric = Fabric::new();
+    let reg = registry(&fabric);
+    let s = side(&reg, "b");
+    let bare = s.ia.create_ep(&EpParams::default()).unwrap();
+    let addr = s.ia.attr().ia_address;
+    // Without a PZ and a connect EVD the EP cannot connect.
+    assert_eq!(
+        bare.connect(
+            addr,
+            ConnQual(5),
+            WAIT,
+            &[],
+            Qos::BestEffort,
+            ConnectFlags::Default
+        ),
+        Err(DatError::invalid_state(Subtype::StateEpNotReady))
+    );
+    // A connect EVD without the CONNECTION stream is refused and changes nothing.
+    assert_eq!(
+        bare.modify(&EpModify {
+            pz: Some(&s.pz),
+            connect_evd: Some(&s.dto),
+            ..EpModify::default()
+        }),
+        Err(DatError::invalid_handle(Subtype::InvalidHandleEvdConn))
+    );
+    assert_eq!(bare.query().unwrap().config.pz, None);
+    bare.modify(&EpModify {
+        pz: Some(&s.pz),
+        connect_evd: Some(&s.conn),
+        ..EpModify::default()
+    })
+    .unwrap();
+    assert_eq!(bare.query().unwrap().config.pz, Some(s.pz.id()));
+    // The PZ is now in use by the EP; the connect EVD too.
+    assert_eq!(
+        s.conn.free(),
+        Err(DatError::invalid_state(Subtype::StateEvdInUse))
+    );
+    bare.connect(
+        addr,
+        ConnQual(5),
+        WAIT,
+        &[],
+        Qos::BestEffort,
+        ConnectFlags::Default,
+    )
+    .unwrap();
+    // While connecting, nothing may change.
+    assert_eq!(
+        bare.modify(&EpModify {
+            pz: Some(&s.pz),
+            ..EpModify::default()
+        }),
+        Err(DatError::invalid_state(Subtype::StateEpActConnPending))
+    );
 }
