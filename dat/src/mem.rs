@@ -448,13 +448,13 @@ impl Rmr {
             return Err(DatError::invalid_arg(4));
         }
         let complete = |status: DtoStatus| {
-            if let Some(evd) = &evd {
-                if !(status == DtoStatus::Success && flags.contains(CompletionFlags::SUPPRESS)) {
-                    evd.inner.push(
-                        Event::rmr_bind(self.inner.id, cookie, status),
-                        Signal::Normal,
-                    );
-                }
+            if let Some(evd) = &evd
+                && !(status == DtoStatus::Success && flags.contains(CompletionFlags::SUPPRESS))
+            {
+                evd.inner.push(
+                    Event::rmr_bind(self.inner.id, cookie, status),
+                    Signal::Normal,
+                );
             }
         };
         if out.actions.contains(Actions::FLUSH_THIS_POST) {
