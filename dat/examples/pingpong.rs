@@ -2,6 +2,8 @@
 //! process. Usage: `cargo run --release -p dat --example pingpong [IA-NAME]` (default: the
 //! registry's default IA). Set `DAT_LOG=debug` for diagnostics.
 
+#![allow(clippy::print_stdout)] // a command-line program: its output is the point
+
 use std::thread;
 use std::time::{Duration, Instant};
 
