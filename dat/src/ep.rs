@@ -459,8 +459,7 @@ impl Ep {
         self.inner.id
     }
 
-    /// Current state and whether the receive and request queues are idle
-    /// (`dat_ep_get_status`; the idle flags are not tracked yet and reported as `None`).
+    /// Current state (the state part of `dat_ep_get_status`).
     ///
     /// # Errors
     /// `DAT_INVALID_HANDLE|DAT_INVALID_HANDLE_EP` on a freed EP.

@@ -159,6 +159,25 @@ impl Srq {
         })
     }
 
+    /// Changes the queue depth (`dat_srq_resize`).
+    ///
+    /// # Errors
+    /// `DAT_INVALID_PARAMETER|DAT_INVALID_ARG2` for zero or above the IA's `max_recv_per_srq`;
+    /// `DAT_INVALID_STATE` below the low watermark.
+    pub fn resize(&self, max_recv_dtos: u32) -> DatResult<()> {
+        self.check()?;
+        let max = self.inner.pz.inner.ia.ia_attr.max_recv_per_srq;
+        if max_recv_dtos == 0 || max_recv_dtos > max {
+            return Err(DatError::invalid_arg(2));
+        }
+        let mut a = lock(&self.inner.attr);
+        if max_recv_dtos < a.low_watermark {
+            return Err(DatError::invalid_state(Subtype::NoSubtype));
+        }
+        a.max_recv_dtos = max_recv_dtos;
+        Ok(())
+    }
+
     /// Sets the low watermark (`dat_srq_set_lw`).
     ///
     /// # Errors
