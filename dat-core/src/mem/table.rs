@@ -165,36 +165,47 @@ impl fmt::Debug for MemTable {
     }
 }
 
+/// The subtype, among `[read, write, rdma_read, rdma_write]`, of the first access in `privs`
+/// (LOCAL_READ, LOCAL_WRITE, REMOTE_READ, then REMOTE_WRITE or REMOTE_ATOMIC).
+fn access_subtype(privs: MemPriv, subs: [Subtype; 4]) -> Subtype {
+    let order = [
+        MemPriv::LOCAL_READ,
+        MemPriv::LOCAL_WRITE,
+        MemPriv::REMOTE_READ,
+        MemPriv::REMOTE_WRITE | MemPriv::REMOTE_ATOMIC,
+    ];
+    order
+        .iter()
+        .zip(subs)
+        .find(|(p, _)| privs.intersects(**p))
+        .map_or(Subtype::NoSubtype, |(_, s)| s)
+}
+
 /// `DAT_PROTECTION_VIOLATION` with the subtype of the first needed access.
 fn protection(need: MemPriv) -> DatError {
-    let sub = if need.contains(MemPriv::LOCAL_READ) {
-        Subtype::ProtectionRead
-    } else if need.contains(MemPriv::LOCAL_WRITE) {
-        Subtype::ProtectionWrite
-    } else if need.contains(MemPriv::REMOTE_READ) {
-        Subtype::ProtectionRdmaRead
-    } else if need.intersects(MemPriv::REMOTE_WRITE | MemPriv::REMOTE_ATOMIC) {
-        Subtype::ProtectionRdmaWrite
-    } else {
-        Subtype::NoSubtype
-    };
-    DatError::new(ErrorType::ProtectionViolation, sub)
+    use Subtype::{ProtectionRdmaRead, ProtectionRdmaWrite, ProtectionRead, ProtectionWrite};
+    let subs = [
+        ProtectionRead,
+        ProtectionWrite,
+        ProtectionRdmaRead,
+        ProtectionRdmaWrite,
+    ];
+    DatError::new(ErrorType::ProtectionViolation, access_subtype(need, subs))
 }
 
 /// `DAT_PRIVILEGES_VIOLATION` with the subtype of the first missing privilege.
 fn privileges(missing: MemPriv) -> DatError {
-    let sub = if missing.contains(MemPriv::LOCAL_READ) {
-        Subtype::PrivilegesRead
-    } else if missing.contains(MemPriv::LOCAL_WRITE) {
-        Subtype::PrivilegesWrite
-    } else if missing.contains(MemPriv::REMOTE_READ) {
-        Subtype::PrivilegesRdmaRead
-    } else if missing.intersects(MemPriv::REMOTE_WRITE | MemPriv::REMOTE_ATOMIC) {
-        Subtype::PrivilegesRdmaWrite
-    } else {
-        Subtype::NoSubtype
-    };
-    DatError::new(ErrorType::PrivilegesViolation, sub)
+    use Subtype::{PrivilegesRdmaRead, PrivilegesRdmaWrite, PrivilegesRead, PrivilegesWrite};
+    let subs = [
+        PrivilegesRead,
+        PrivilegesWrite,
+        PrivilegesRdmaRead,
+        PrivilegesRdmaWrite,
+    ];
+    DatError::new(
+        ErrorType::PrivilegesViolation,
+        access_subtype(missing, subs),
+    )
 }
 
 /// `DAT_INSUFFICIENT_RESOURCES | DAT_RESOURCE_MEMORY_REGION`: no fresh key could be drawn.
