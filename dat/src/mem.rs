@@ -210,6 +210,11 @@ pub struct LmrParam {
 }
 
 impl Lmr {
+    /// The id events and queries use for this LMR.
+    pub fn id(&self) -> LmrId {
+        self.inner.id
+    }
+
     fn check(&self) -> DatResult<()> {
         if crate::Freeable::is_freed(&*self.inner) {
             return Err(DatError::invalid_handle(Subtype::InvalidHandleLmr));
@@ -389,6 +394,11 @@ impl Pz {
 }
 
 impl Rmr {
+    /// The id `DAT_RMR_BIND_COMPLETION_EVENT`s name this window by.
+    pub fn id(&self) -> dat_core::types::RmrId {
+        self.inner.id
+    }
+
     fn check(&self) -> DatResult<()> {
         if crate::Freeable::is_freed(&*self.inner) {
             return Err(DatError::invalid_handle(Subtype::InvalidHandleRmr));
