@@ -1,0 +1,105 @@
+//! The C boundary: panic containment and raw-pointer helpers.
+
+use std::panic::{AssertUnwindSafe, catch_unwind};
+
+use dat::{DatError, DatResult, ErrorType, Subtype};
+
+use crate::abi::DatReturn;
+
+/// Runs one exported call: converts the result to a `DAT_RETURN` and contains panics
+/// (unwinding into C is undefined behaviour), reporting them as `DAT_INTERNAL_ERROR`.
+pub fn guard(call: &'static str, f: impl FnOnce() -> DatResult<()>) -> DatReturn {
+    match catch_unwind(AssertUnwindSafe(f)) {
+        Ok(r) => DatError::result_to_raw(r),
+        Err(_) => {
+            tracing::error!(call, "panic contained at the C boundary");
+            DatError::new(ErrorType::InternalError, Subtype::NoSubtype).to_raw()
+        }
+    }
+}
+
+/// `DAT_INVALID_PARAMETER|DAT_INVALID_ARGn`.
+pub fn arg(n: u16) -> DatError {
+    DatError::invalid_arg(n)
+}
+
+/// Writes `v` through `p` if `p` is not NULL.
+///
+/// # Safety
+/// `p` must be NULL or valid for a write of `T`.
+pub unsafe fn put<T>(p: *mut T, v: T) {
+    if !p.is_null() {
+        // SAFETY: the caller guarantees `p` is valid for writes when non-NULL.
+        unsafe { p.write(v) };
+    }
+}
+
+/// Writes `v` through `p`, which must not be NULL (argument `n`).
+///
+/// # Safety
+/// `p` must be NULL or valid for a write of `T`.
+///
+/// # Errors
+/// `DAT_INVALID_PARAMETER|DAT_INVALID_ARGn` for NULL.
+pub unsafe fn put_req<T>(p: *mut T, v: T, n: u16) -> DatResult<()> {
+    if p.is_null() {
+        return Err(arg(n));
+    }
+    // SAFETY: non-NULL, and the caller guarantees validity.
+    unsafe { p.write(v) };
+    Ok(())
+}
+
+/// Copies `size` bytes of private data from `p` (argument `n`).
+///
+/// # Safety
+/// `p` must be NULL or valid for `size` bytes of reads.
+///
+/// # Errors
+/// `DAT_INVALID_PARAMETER|DAT_INVALID_ARGn` for a negative size or a NULL pointer with a
+/// positive size.
+pub unsafe fn private_data(size: i32, p: *const std::ffi::c_void, n: u16) -> DatResult<Vec<u8>> {
+    let len = usize::try_from(size).map_err(|_| arg(n - 1))?;
+    if len == 0 {
+        return Ok(Vec::new());
+    }
+    if p.is_null() {
+        return Err(arg(n));
+    }
+    // SAFETY: non-NULL and, per the caller, valid for `len` bytes.
+    Ok(unsafe { std::slice::from_raw_parts(p.cast::<u8>(), len) }.to_vec())
+}
+
+/// Copies `n` triplets from `p` (count argument `count_arg`, pointer argument `count_arg + 1`).
+///
+/// # Safety
+/// `p` must be NULL or valid for `n` elements of reads.
+///
+/// # Errors
+/// `DAT_INVALID_PARAMETER|DAT_INVALID_ARGn` for a negative count or a NULL array with a
+/// positive count.
+pub unsafe fn triplets<T: Copy>(n: i32, p: *const T, count_arg: u16) -> DatResult<Vec<T>> {
+    let len = usize::try_from(n).map_err(|_| arg(count_arg))?;
+    if len == 0 {
+        return Ok(Vec::new());
+    }
+    if p.is_null() {
+        return Err(arg(count_arg + 1));
+    }
+    // SAFETY: non-NULL and, per the caller, valid for `len` elements.
+    Ok(unsafe { std::slice::from_raw_parts(p, len) }.to_vec())
+}
+
+/// Copies `s` into a fixed C char array, truncating, always NUL-terminated.
+pub fn fill_name(dst: &mut [libc::c_char], s: &str) {
+    dst.fill(0);
+    let n = s.len().min(dst.len().saturating_sub(1));
+    for (d, b) in dst.iter_mut().zip(&s.as_bytes()[..n]) {
+        *d = *b as libc::c_char;
+    }
+}
+
+/// `DAT_TRUE`/`DAT_FALSE`.
+pub fn boolean(b: bool) -> u32 {
+    u32::from(b)
+}

@@ -1,0 +1,301 @@
+//! Per-IA state of the C ABI: the open `dat::Ia`, the memory C holds pointers into (the IA
+//! address, named attributes), and the map from the ids events name to handles.
+
+use std::collections::HashMap;
+use std::ffi::CString;
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
+use std::sync::{Arc, Mutex, OnceLock};
+
+use dat::{DatError, DatResult, ErrorType, Subtype};
+
+use crate::abi::{DatHandle, DatNamedAttr, DatProvider, DatProviderInfo};
+use crate::handle::{self, Kind, Node, Obj};
+
+/// The dat.conf key an IA was opened under (what `ia_query` must report back).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Key {
+    /// `dapl_version_major`.
+    pub major: u32,
+    /// `dapl_version_minor`.
+    pub minor: u32,
+    /// `is_thread_safe`.
+    pub thread_safe: u32,
+}
+
+impl Key {
+    /// The key of a registry entry.
+    pub fn of(info: &DatProviderInfo) -> Key {
+        Key {
+            major: info.dapl_version_major,
+            minor: info.dapl_version_minor,
+            thread_safe: info.is_thread_safe,
+        }
+    }
+}
+
+/// A list of named attributes with the strings they point at.
+pub struct NamedAttrs {
+    _strings: Vec<CString>,
+    /// The C array.
+    pub list: Vec<DatNamedAttr>,
+}
+
+// SAFETY: the raw pointers point into `_strings`, owned by the same value and never mutated.
+unsafe impl Send for NamedAttrs {}
+// SAFETY: as above; shared read-only.
+unsafe impl Sync for NamedAttrs {}
+
+impl NamedAttrs {
+    /// Builds the C list (strings with interior NULs are cut at the NUL).
+    pub fn new(attrs: &[dat::types::NamedAttr]) -> NamedAttrs {
+        let cstr = |s: &str| {
+            let s = s.split('\0').next().unwrap_or("");
+            CString::new(s).unwrap_or_default()
+        };
+        let mut strings = Vec::new();
+        let mut list = Vec::new();
+        for a in attrs {
+            let n = cstr(&a.name);
+            let v = cstr(&a.value);
+            list.push(DatNamedAttr {
+                name: n.as_ptr(),
+                value: v.as_ptr(),
+            });
+            strings.push(n);
+            strings.push(v);
+        }
+        NamedAttrs {
+            _strings: strings,
+            list,
+        }
+    }
+
+    /// `(count, pointer)` for C; the pointer stays valid while `self` lives.
+    pub fn c(&self) -> (i32, *mut DatNamedAttr) {
+        if self.list.is_empty() {
+            return (0, std::ptr::null_mut());
+        }
+        (
+            i32::try_from(self.list.len()).unwrap_or(i32::MAX),
+            self.list.as_ptr().cast_mut(),
+        )
+    }
+}
+
+/// A provider table pointer that may cross threads (the table is immutable).
+#[derive(Clone, Copy)]
+pub struct TablePtr(pub *const DatProvider);
+// SAFETY: the table is immutable and outlives every IA that points at it.
+unsafe impl Send for TablePtr {}
+// SAFETY: as above.
+unsafe impl Sync for TablePtr {}
+
+/// One open IA.
+pub struct IaState {
+    /// The IA.
+    pub ia: dat::Ia,
+    /// The table that serves it.
+    pub provider: TablePtr,
+    /// The key it was opened under.
+    pub key: Key,
+    /// `ia_address_ptr`: stable for the IA's life.
+    pub addr: Box<libc::sockaddr_storage>,
+    /// `transport_attr`.
+    pub transport_attr: NamedAttrs,
+    /// `vendor_attr`.
+    pub vendor_attr: NamedAttrs,
+    /// `provider_specific_attr` (with `DAT_IB_RDMA_READ`).
+    pub provider_attr: NamedAttrs,
+    ids: Mutex<HashMap<(Kind, u32), usize>>,
+    raw: OnceLock<usize>,
+}
+
+impl IaState {
+    /// Wraps an open IA and creates its handle.
+    pub fn create(ia: dat::Ia, provider: TablePtr, key: Key) -> Arc<Node> {
+        let mut specific = Vec::new();
+        let pattr = ia.provider_attr();
+        specific.push(dat::types::NamedAttr::new(
+            "DAT_IB_RDMA_READ",
+            if pattr.rdma_read_supported {
+                "TRUE"
+            } else {
+                "FALSE"
+            },
+        ));
+        specific.extend(
+            pattr
+                .provider_specific_attr
+                .iter()
+                .filter(|a| a.name != "DAT_IB_RDMA_READ")
+                .cloned(),
+        );
+        let state = Arc::new(IaState {
+            addr: Box::new(sockaddr_from(ia.attr().ia_address)),
+            transport_attr: NamedAttrs::new(&ia.attr().transport_attr),
+            vendor_attr: NamedAttrs::new(&ia.attr().vendor_attr),
+            provider_attr: NamedAttrs::new(&specific),
+            ia,
+            provider,
+            key,
+            ids: Mutex::new(HashMap::new()),
+            raw: OnceLock::new(),
+        });
+        let node = handle::insert(Kind::Ia, Obj::Ia(state.clone()), state.clone(), provider.0);
+        let _ = state.raw.set(node.addr);
+        node
+    }
+
+    fn ids(&self) -> std::sync::MutexGuard<'_, HashMap<(Kind, u32), usize>> {
+        self.ids.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Creates a handle for a child object with id `id` and records it.
+    pub fn adopt(self: &Arc<Self>, kind: Kind, id: u32, obj: Obj) -> Arc<Node> {
+        let node = handle::insert(kind, obj, self.clone(), self.provider.0);
+        self.ids().insert((kind, id), node.addr);
+        node
+    }
+
+    /// Frees a child's handle.
+    pub fn release(&self, node: &Node, id: u32) {
+        {
+            let mut ids = self.ids();
+            if ids.get(&(node.kind, id)) == Some(&node.addr) {
+                ids.remove(&(node.kind, id));
+            }
+        }
+        handle::remove(node.addr);
+    }
+
+    /// The handle of the child `(kind, id)`, or NULL.
+    pub fn handle_of(&self, kind: Kind, id: u32) -> DatHandle {
+        self.ids()
+            .get(&(kind, id))
+            .map_or(std::ptr::null_mut(), |a| *a as DatHandle)
+    }
+
+    /// The handle of endpoint `id`, creating one for provider-created endpoints.
+    pub fn ep_handle(self: &Arc<Self>, id: dat::types::EpId) -> DatHandle {
+        let h = self.handle_of(Kind::Ep, id.0);
+        if !h.is_null() {
+            return h;
+        }
+        match self.ia.ep(id) {
+            Some(ep) => self.adopt(Kind::Ep, id.0, Obj::Ep(ep)).handle(),
+            None => std::ptr::null_mut(),
+        }
+    }
+
+    /// The handle of connection request `id`, creating it on first sight.
+    pub fn cr_handle(self: &Arc<Self>, id: dat::types::CrId) -> DatHandle {
+        let h = self.handle_of(Kind::Cr, id.0);
+        if !h.is_null() {
+            return h;
+        }
+        match self.ia.cr(id) {
+            Some(cr) => self.adopt(Kind::Cr, id.0, Obj::Cr(cr)).handle(),
+            None => std::ptr::null_mut(),
+        }
+    }
+
+    /// The handle of a service point (PSP or RSP).
+    pub fn sp_handle(&self, id: dat::types::SpId) -> DatHandle {
+        let h = self.handle_of(Kind::Psp, id.0);
+        if h.is_null() {
+            self.handle_of(Kind::Rsp, id.0)
+        } else {
+            h
+        }
+    }
+
+    /// The raw IA handle (what the provider table's IA calls receive).
+    pub fn raw(&self) -> DatHandle {
+        self.raw
+            .get()
+            .map_or(std::ptr::null_mut(), |a| *a as DatHandle)
+    }
+
+    /// The IA handle as the consumer knows it (libdat2's index, through
+    /// `dats_get_ia_handle`; the raw handle when libdat2 is not loaded).
+    pub fn consumer_handle(&self) -> DatHandle {
+        crate::registry::consumer_ia_handle(self.raw())
+    }
+
+    /// All child handles (for closing the IA).
+    pub fn children(&self) -> Vec<usize> {
+        self.ids().values().copied().collect()
+    }
+}
+
+/// A sockaddr for `a` (`AF_INET` or `AF_INET6`).
+pub fn sockaddr_from(a: SocketAddr) -> libc::sockaddr_storage {
+    // SAFETY: sockaddr_storage is plain old data; all-zero is a valid value.
+    let mut ss: libc::sockaddr_storage = unsafe { std::mem::zeroed() };
+    match a {
+        SocketAddr::V4(v4) => {
+            let sin = libc::sockaddr_in {
+                sin_family: libc::AF_INET as libc::sa_family_t,
+                sin_port: v4.port().to_be(),
+                sin_addr: libc::in_addr {
+                    s_addr: u32::from(*v4.ip()).to_be(),
+                },
+                sin_zero: [0; 8],
+            };
+            // SAFETY: sockaddr_storage is larger than and aligned for sockaddr_in.
+            unsafe { std::ptr::write((&raw mut ss).cast::<libc::sockaddr_in>(), sin) };
+        }
+        SocketAddr::V6(v6) => {
+            let sin6 = libc::sockaddr_in6 {
+                sin6_family: libc::AF_INET6 as libc::sa_family_t,
+                sin6_port: v6.port().to_be(),
+                sin6_flowinfo: v6.flowinfo(),
+                sin6_addr: libc::in6_addr {
+                    s6_addr: v6.ip().octets(),
+                },
+                sin6_scope_id: v6.scope_id(),
+            };
+            // SAFETY: sockaddr_storage is larger than and aligned for sockaddr_in6.
+            unsafe { std::ptr::write((&raw mut ss).cast::<libc::sockaddr_in6>(), sin6) };
+        }
+    }
+    ss
+}
+
+/// Reads a consumer's sockaddr (argument `n`).
+///
+/// # Safety
+/// `p` must be NULL or point at a readable sockaddr of the family it names.
+///
+/// # Errors
+/// `DAT_INVALID_PARAMETER|DAT_INVALID_ARGn` for NULL;
+/// `DAT_INVALID_ADDRESS|DAT_INVALID_ADDRESS_UNSUPPORTED` for a family other than IPv4/IPv6.
+pub unsafe fn sockaddr_to(p: *const libc::sockaddr, n: u16) -> DatResult<SocketAddr> {
+    if p.is_null() {
+        return Err(DatError::invalid_arg(n));
+    }
+    // SAFETY: non-NULL; every sockaddr starts with the family.
+    let family = i32::from(unsafe { (*p).sa_family });
+    match family {
+        libc::AF_INET => {
+            // SAFETY: the family says this is a sockaddr_in; read unaligned to be safe.
+            let sin = unsafe { std::ptr::read_unaligned(p.cast::<libc::sockaddr_in>()) };
+            Ok(SocketAddr::new(
+                IpAddr::V4(Ipv4Addr::from(u32::from_be(sin.sin_addr.s_addr))),
+                u16::from_be(sin.sin_port),
+            ))
+        }
+        libc::AF_INET6 => {
+            // SAFETY: the family says this is a sockaddr_in6.
+            let sin6 = unsafe { std::ptr::read_unaligned(p.cast::<libc::sockaddr_in6>()) };
+            Ok(SocketAddr::new(
+                IpAddr::V6(Ipv6Addr::from(sin6.sin6_addr.s6_addr)),
+                u16::from_be(sin6.sin6_port),
+            ))
+        }
+        _ => Err(DatError::new(
+            ErrorType::InvalidAddress,
+            Subtype::InvalidAddressUnsupported,
+        )),
+    }
+}
