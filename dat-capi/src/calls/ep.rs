@@ -481,7 +481,7 @@ pub(crate) unsafe extern "C" fn ep_recv_query(
     guard("ep_recv_query", || {
         ep_of(ep)?;
         // `ep_recv_info_supported` is 0: the dat API does not track receive buffers per EP.
-        Err(DatError::NOT_IMPLEMENTED)
+        Err(DatError::NOT_IMPLEMENTED.into_bare())
     })
 }
 
@@ -493,6 +493,6 @@ pub(crate) unsafe extern "C" fn ep_set_watermark(
     guard("ep_set_watermark", || {
         ep_of(ep)?;
         // `srq_watermarks_supported` is 0, as for OFA.
-        Err(DatError::NOT_IMPLEMENTED)
+        Err(DatError::NOT_IMPLEMENTED.into_bare())
     })
 }

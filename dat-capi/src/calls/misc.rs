@@ -50,7 +50,7 @@ pub(crate) unsafe extern "C" fn get_handle_type(h: DatHandle, handle_type: *mut 
 }
 
 fn not_implemented() -> DatReturn {
-    DatError::NOT_IMPLEMENTED.to_raw()
+    DatError::NOT_IMPLEMENTED.into_bare().to_raw()
 }
 
 fn model_not_supported() -> DatReturn {

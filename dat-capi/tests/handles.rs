@@ -1,0 +1,151 @@
+//! Handle validation through the provider table, as libdat2 would call it: NULL, garbage,
+//! foreign and stale handles give `DAT_INVALID_HANDLE` with the right subtype, never a crash;
+//! every slot is callable; opening an IA whose provider is not compiled in fails cleanly.
+
+use std::ffi::c_void;
+use std::ptr::null_mut;
+
+use dat_capi::abi::*;
+
+const INVALID_HANDLE: u32 = 0x8005_0000;
+const fn bad(sub: u32) -> u32 {
+    INVALID_HANDLE | sub
+}
+const IA: u32 = 11;
+const EP: u32 = 12;
+const LMR: u32 = 13;
+const RMR: u32 = 14;
+const PZ: u32 = 15;
+const PSP: u32 = 16;
+const RSP: u32 = 17;
+const CR: u32 = 18;
+const CNO: u32 = 19;
+const EVD_REQUEST: u32 = 21;
+const SRQ: u32 = 25;
+
+fn table() -> &'static DatProvider {
+    let t = dat_capi::register_for_tests("rs-test", "tcp-lo");
+    assert!(!t.is_null());
+    // SAFETY: the registry keeps the table alive until dat_provider_fini, never called here.
+    unsafe { &*t }
+}
+
+/// Handles that must be rejected: NULL, misaligned, a pointer to foreign memory, a small
+/// integer (what libdat2 gives consumers for IAs).
+fn bogus() -> Vec<DatHandle> {
+    let foreign = Box::leak(Box::new([0u64; 8]));
+    vec![
+        null_mut(),
+        3usize as DatHandle,
+        (foreign.as_mut_ptr() as usize + 1) as DatHandle,
+        foreign.as_mut_ptr().cast(),
+        1usize as DatHandle,
+    ]
+}
+
+#[test]
+fn bogus_handles_give_invalid_handle_with_the_subtype() {
+    let t = table();
+    for h in bogus() {
+        // SAFETY: every call is made with arguments the C ABI allows (bogus handles included:
+        // validating them is the point).
+        unsafe {
+            let mut out: DatHandle = null_mut();
+            let mut ev: DatEvent = std::mem::zeroed();
+            assert_eq!((t.pz_create_func)(h, &mut out), bad(IA));
+            assert_eq!((t.ia_close_func)(h, 0), bad(IA));
+            assert_eq!((t.pz_free_func)(h), bad(PZ));
+            assert_eq!((t.ep_free_func)(h), bad(EP));
+            assert_eq!((t.ep_reset_func)(h), bad(EP));
+            assert_eq!((t.lmr_free_func)(h), bad(LMR));
+            assert_eq!((t.rmr_free_func)(h), bad(RMR));
+            assert_eq!((t.psp_free_func)(h), bad(PSP));
+            assert_eq!((t.rsp_free_func)(h), bad(RSP));
+            assert_eq!((t.cr_reject_func)(h, 0, null_mut()), bad(CR));
+            assert_eq!((t.cno_free_func)(h), bad(CNO));
+            assert_eq!((t.evd_free_func)(h), bad(EVD_REQUEST));
+            assert_eq!((t.evd_dequeue_func)(h, &mut ev), bad(EVD_REQUEST));
+            assert_eq!((t.srq_free_func)(h), bad(SRQ));
+            let mut ty = 99u32;
+            assert_eq!((t.get_handle_type_func)(h, &mut ty), bad(27));
+            assert_eq!(ty, 99);
+        }
+    }
+}
+
+#[test]
+fn unsupported_slots_answer_without_touching_arguments() {
+    let t = table();
+    // SAFETY: these slots ignore their arguments.
+    unsafe {
+        assert_eq!(
+            (t.handle_extendedop_func)(null_mut(), 0, null_mut()),
+            0x3FFF_0000
+        );
+        assert_eq!((t.csp_free_func)(null_mut()), 0x0009_0000);
+        assert_eq!(
+            (t.ep_common_connect_func)(null_mut(), null_mut(), 0, 0, null_mut()),
+            0x0009_0000
+        );
+        assert_eq!((t.cno_trigger_func)(null_mut(), null_mut()), 0x3FFF_0000);
+        assert_eq!(
+            (t.ia_ha_related_func)(null_mut(), null_mut(), null_mut()),
+            0x0009_0000
+        );
+    }
+}
+
+#[test]
+fn every_slot_is_a_callable_function() {
+    let t = table();
+    // SAFETY: DatProvider is 81 pointer-sized words; reading them as usize is defined.
+    let words: &[usize; 81] = unsafe { &*(t as *const DatProvider).cast::<[usize; 81]>() };
+    assert!(words[2..].iter().all(|w| *w != 0));
+    // SAFETY: device_name is the NUL-terminated registered name.
+    let name = unsafe { std::ffi::CStr::from_ptr(t.device_name) };
+    assert_eq!(name.to_str(), Ok("rs-test"));
+}
+
+#[test]
+fn opening_an_ia_whose_provider_is_not_compiled_in_fails_cleanly() {
+    let t = table();
+    let mut ia: DatHandle = null_mut();
+    let mut evd: DatHandle = null_mut();
+    let before = dat_capi::handle::live_count();
+    // SAFETY: valid name and OUT pointers.
+    let rc = unsafe { (t.ia_open_func)(c"rs-test".as_ptr(), 8, &mut evd, &mut ia) };
+    assert_eq!(rc & 0x3FFF_0000, 0x000A_0000, "rc {rc:#x}");
+    assert!(ia.is_null() && evd.is_null());
+    assert_eq!(dat_capi::handle::live_count(), before);
+    // An unregistered name.
+    // SAFETY: as above.
+    let rc = unsafe { (t.ia_open_func)(c"nobody".as_ptr(), 8, &mut evd, &mut ia) };
+    assert_eq!(rc, 0x800A_0064);
+    // NULL arguments.
+    // SAFETY: NULLs are what is being checked.
+    unsafe {
+        assert_eq!(
+            (t.ia_open_func)(null_mut(), 8, &mut evd, &mut ia),
+            0x8006_0025
+        );
+        assert_eq!(
+            (t.ia_open_func)(c"rs-test".as_ptr(), 8, &mut evd, null_mut()),
+            0x8006_0028
+        );
+    }
+}
+
+#[test]
+fn event_and_context_arguments_are_checked() {
+    let t = table();
+    let mut ctx = DatContext::from_u64(7);
+    // SAFETY: bogus handles are rejected before any pointer is used.
+    unsafe {
+        assert_eq!((t.set_consumer_context_func)(null_mut(), ctx), bad(27));
+        assert_eq!(
+            (t.get_consumer_context_func)(8 as *mut c_void, &mut ctx),
+            bad(27)
+        );
+    }
+    assert_eq!(ctx.value(), 7);
+}
