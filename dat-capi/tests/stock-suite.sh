@@ -1,0 +1,171 @@
+#!/usr/bin/env bash
+# Runs the unmodified Debian uDAPL test programs (dapl2-utils) against our providers through
+# the stock libdat2 and libdat_capi.so, on the tcp and the shm IA (reference 5.1-5.5).
+#
+#   dat-capi/tests/stock-suite.sh            # builds libdat_capi.so (release) and runs
+#   DATCAPI_SO=/abs/libdat_capi.so dat-capi/tests/stock-suite.sh
+#
+# Judges by output and exit codes (dtest prints PASSED/FAILED and exits 0 either way;
+# dapltest's exit code is only the subtype byte), every program under a timeout.
+# An IA that cannot be opened (its provider is not compiled into `dat`) is skipped with a
+# SKIP line; if no IA can be opened the script exits 0. Any other failure exits 1.
+set -u
+
+here=$(cd "$(dirname "$0")" && pwd)
+root=$(cd "$here/../.." && pwd)
+work=$(mktemp -d "${TMPDIR:-/tmp}/dat-stock.XXXXXX")
+T=${STOCK_TIMEOUT:-120}
+fails=0
+ran=0
+
+log() { printf '%s\n' "$*"; }
+fail() { log "FAIL: $*"; fails=$((fails + 1)); }
+
+if ! command -v dtest >/dev/null || ! command -v dapltest >/dev/null; then
+    sudo=""
+    [ "$(id -u)" -ne 0 ] && sudo="sudo"
+    $sudo apt-get install -y libdapl2 dapl2-utils >/dev/null || {
+        log "FAIL: cannot install libdapl2 dapl2-utils"
+        exit 1
+    }
+fi
+
+so=${DATCAPI_SO:-}
+if [ -z "$so" ]; then
+    (cd "$root" && cargo build -q --release -p dat-capi) || { log "FAIL: build"; exit 1; }
+    so="$root/target/release/libdat_capi.so"
+fi
+[ -f "$so" ] || { log "FAIL: $so not found"; exit 1; }
+
+conf="$work/dat.conf"
+cat >"$conf" <<CONF
+rs-tcp u2.0 nonthreadsafe default $so dat.2.0 "tcp-lo" ""
+rs-shm u2.0 nonthreadsafe default $so dat.2.0 "shm0" ""
+CONF
+export DAT_OVERRIDE="$conf"
+unset DAT_CONF
+
+# Runs a server (background) and a client; both logs must show PASSED and no FAILED.
+pair() { # name server-cmd... -- client-cmd...
+    local name=$1; shift
+    local srv=() cli=()
+    while [ "$1" != "--" ]; do srv+=("$1"); shift; done
+    shift
+    cli=("$@")
+    timeout "$T" "${srv[@]}" >"$work/$name.srv" 2>&1 &
+    local spid=$!
+    sleep 1
+    timeout "$T" "${cli[@]}" >"$work/$name.cli" 2>&1
+    local crc=$?
+    wait "$spid"
+    local src=$?
+    ran=$((ran + 1))
+    if [ $crc -ne 0 ] || [ $src -ne 0 ]; then
+        fail "$name: exit codes server $src client $crc (124 = timeout); logs in $work"
+    elif ! grep -q PASSED "$work/$name.srv" || ! grep -q PASSED "$work/$name.cli" \
+        || grep -qi FAILED "$work/$name.srv" "$work/$name.cli"; then
+        fail "$name: no PASSED (or FAILED) in the logs; see $work/$name.{srv,cli}"
+    else
+        log "ok: $name"
+    fi
+}
+
+# Like pair, for programs that print no PASSED: clean exits and no error lines.
+pair_quiet() {
+    local name=$1; shift
+    local srv=() cli=()
+    while [ "$1" != "--" ]; do srv+=("$1"); shift; done
+    shift
+    cli=("$@")
+    timeout "$T" "${srv[@]}" >"$work/$name.srv" 2>&1 &
+    local spid=$!
+    sleep 1
+    timeout "$T" "${cli[@]}" >"$work/$name.cli" 2>&1
+    local crc=$?
+    wait "$spid"
+    local src=$?
+    ran=$((ran + 1))
+    if [ $crc -ne 0 ] || [ $src -ne 0 ]; then
+        fail "$name: exit codes server $src client $crc; logs in $work"
+    elif grep -Eqi 'error|failed' "$work/$name.srv" "$work/$name.cli"; then
+        fail "$name: error lines in $work/$name.{srv,cli}"
+    elif ! grep -q 'Complete' "$work/$name.cli"; then
+        fail "$name: the client did not complete; see $work/$name.cli"
+    else
+        log "ok: $name"
+    fi
+}
+
+# One dapltest client run against the running server.
+dt() { # name args...
+    local name=$1; shift
+    timeout "$T" dapltest "$@" >"$work/$name.log" 2>&1
+    local rc=$?
+    ran=$((ran + 1))
+    if [ $rc -ne 0 ]; then
+        fail "$name: exit $rc; see $work/$name.log"
+    elif grep -Eqi 'error|failed|Result: FAIL' "$work/$name.log"; then
+        fail "$name: failure lines in $work/$name.log"
+    else
+        log "ok: $name"
+    fi
+}
+
+opened=0
+for ia in rs-tcp rs-shm; do
+    probe="$work/$ia.probe"
+    DAT_DBG_TYPE=0x10 timeout 30 dapltest -T L -D "$ia" -w 1 -m 1 limit_ia >"$probe" 2>&1
+    if ! grep -q "dat_registry_add_provider ($ia," "$probe"; then
+        fail "$ia: libdat2 did not load $so or it did not register; see $probe"
+        continue
+    fi
+    if grep -q 'PROVIDER_NOT_FOUND' "$probe"; then
+        log "SKIP: $ia cannot be opened (its provider is not compiled into dat): $(grep -m1 PROVIDER_NOT_FOUND "$probe")"
+        continue
+    fi
+    opened=$((opened + 1))
+    log "== $ia"
+    h=127.0.0.1
+    pair "$ia-dtest" dtest -P "$ia" -s -- dtest -P "$ia" -h $h
+    pair "$ia-dtest-p" dtest -P "$ia" -s -p -- dtest -P "$ia" -h $h -p
+    pair "$ia-dtest-c" dtest -P "$ia" -s -c -- dtest -P "$ia" -h $h -c
+    pair "$ia-dtest-W" dtest -P "$ia" -s -W -- dtest -P "$ia" -h $h -W
+    pair "$ia-dtest-Da" dtest -P "$ia" -s -D -a -- dtest -P "$ia" -h $h -D -a
+    pair "$ia-dtest-B10" dtest -P "$ia" -s -B 10 -b 65536 -- dtest -P "$ia" -h $h -B 10 -b 65536
+    pair_quiet "$ia-dtestcm" dtestcm -P "$ia" -s -c 1000 -- dtestcm -P "$ia" -h $h -c 1000
+    pair_quiet "$ia-dtestsrq" dtestsrq -P "$ia" -s -- dtestsrq -P "$ia" -h $h
+
+    timeout $((T * 10)) dapltest -T S -D "$ia" >"$work/$ia-dapltest-server.log" 2>&1 &
+    spid=$!
+    sleep 1
+    dt "$ia-T-SR" -T T -s $h -D "$ia" -i 100 -t 1 -w 1 client SR 256 server SR 256
+    dt "$ia-T-RW" -T T -s $h -D "$ia" -i 1000 client SR 256 server RW 4096 server SR 256
+    dt "$ia-T-RR" -T T -s $h -D "$ia" -i 1000 client SR 256 server RR 4096 server SR 256
+    dt "$ia-T-V" -T T -V -t 2 -w 4 -i 1000 -s $h -D "$ia" client RW 4096 1 server RW 2048 4 \
+        client SR 1024 4 server SR 4096 2 client SR 1024 3 -f server SR 2048 1 -f
+    dt "$ia-P-RW" -T P -s $h -D "$ia" -i 2048 -m b RW 4096 2
+    dt "$ia-P-RR" -T P -s $h -D "$ia" -i 4096 RR 32768 1
+    dt "$ia-L" -T L -D "$ia" -w 8 -m 100 limit_ia limit_pz limit_evd limit_ep limit_psp limit_lmr
+    for f in hwconn endpoint pz mem connmgt queryinfo; do
+        dt "$ia-F-$f" -T F -s $h -D "$ia" -f $f
+    done
+    dt "$ia-Q" -T Q -s $h -D "$ia"
+    wait "$spid"
+    src=$?
+    if [ $src -ne 0 ] || grep -q 'Test Failed' "$work/$ia-dapltest-server.log"; then
+        fail "$ia-dapltest-server: exit $src; see $work/$ia-dapltest-server.log"
+    fi
+done
+
+if [ $opened -eq 0 ]; then
+    log "SKIP: no IA could be opened through libdat2 (tcp and shm providers not compiled in)"
+    rm -rf "$work"
+    exit 0
+fi
+if [ $fails -ne 0 ]; then
+    log "FAIL: $fails of $ran checks failed (logs in $work)"
+    exit 1
+fi
+log "PASS: $ran checks"
+rm -rf "$work"
+exit 0
