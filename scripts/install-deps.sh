@@ -6,6 +6,9 @@ set -euo pipefail
 PACKAGES=(
   pkg-config
   iproute2      # network namespaces for the cross-host tests
+  libdapl-dev   # dat2 headers: dat-capi layout tests and C programs
+  libdapl2      # the stock libdat2 registry dat-capi plugs into
+  dapl2-utils   # dtest/dapltest for dat-capi/tests/stock-suite.sh
 )
 
 missing=()

@@ -4,3 +4,5 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/install-deps.sh
 cargo test --workspace --all-features
+# The unmodified uDAPL test programs through libdat2 (prints SKIP while no IA can be opened).
+dat-capi/tests/stock-suite.sh
