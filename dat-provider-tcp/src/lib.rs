@@ -5,4 +5,5 @@
 //!
 //! * [`wire`]: the frame format; the parser validates lengths first and never panics.
 
+pub mod engine;
 pub mod wire;
