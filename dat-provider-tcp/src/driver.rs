@@ -1,0 +1,801 @@
+//! The only code that does I/O: sockets (mio + socket2), the driver thread, and the pump
+//! that moves bytes between a socket and its [`Engine`].
+//!
+//! Threads: every open IA has one driver thread that sleeps in `epoll_wait` until a socket
+//! or a timer needs it; it accepts connections, reads connection requests, serves incoming
+//! RDMA reads and writes and notices dead peers while the application sleeps. Application
+//! threads move bytes themselves: a post writes its frames to the socket from the caller's
+//! thread (falling back to the driver only when the socket is full), and
+//! [`Shared::progress`] (called by EVD waiters while they spin) reads and executes what has
+//! arrived. Each endpoint has its own lock, so posts on different endpoints never contend.
+//!
+//! Upcalls are made with no engine lock held; a second per-endpoint lock, taken before the
+//! engine lock is released, keeps them in the engine's order whichever thread delivers.
+
+use std::collections::HashMap;
+use std::io::{ErrorKind, Read, Write};
+use std::net::{Shutdown, SocketAddr};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError, RwLock, RwLockReadGuard};
+use std::time::{Duration, Instant};
+
+use dat_core::provider::{ConnRequest, EpUpcalls, SharedMemTable, SpUpcalls};
+use dat_core::types::{CrId, EpId, SpId, SrqId};
+use mio::net::{TcpListener, TcpStream};
+use mio::{Events, Interest, Poll, Token, Waker};
+use socket2::{Domain, Protocol, Socket, TcpKeepalive, Type};
+
+use crate::engine::{Engine, Event, IncomingRequest, SharedSrq, TransportError, parse_request};
+use crate::params::TcpParams;
+use crate::wire::MAX_FRAME;
+
+/// Receive buffer of a connection: several frames, so one read can bring many.
+const RX_BUF: usize = 4 * MAX_FRAME;
+/// How long a closed connection waits for the peer's end of stream before dropping it.
+const LINGER: Duration = Duration::from_secs(2);
+const WAKER: Token = Token(0);
+
+pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+pub(crate) fn read<T>(m: &RwLock<T>) -> RwLockReadGuard<'_, T> {
+    m.read().unwrap_or_else(PoisonError::into_inner)
+}
+
+pub(crate) fn write<T>(m: &RwLock<T>) -> std::sync::RwLockWriteGuard<'_, T> {
+    m.write().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// The socket side of one endpoint.
+pub(crate) struct Io {
+    pub(crate) engine: Engine,
+    pub(crate) sock: Option<TcpStream>,
+    /// An active TCP connect has not completed yet.
+    pub(crate) connecting: bool,
+    rx: Vec<u8>,
+    rx_len: usize,
+}
+
+impl Io {
+    /// Gives the endpoint a socket (registered by the caller) and bytes already read from it.
+    pub(crate) fn attach(&mut self, sock: TcpStream, connecting: bool, leftover: &[u8]) {
+        if self.rx.len() < RX_BUF {
+            self.rx = vec![0; RX_BUF];
+        }
+        let n = leftover.len().min(self.rx.len());
+        self.rx[..n].copy_from_slice(&leftover[..n]);
+        self.rx_len = n;
+        self.sock = Some(sock);
+        self.connecting = connecting;
+    }
+}
+
+/// One endpoint: its engine and socket, and where its facts go.
+pub(crate) struct EpConn {
+    pub(crate) token: Token,
+    pub(crate) upcalls: Arc<dyn EpUpcalls>,
+    pub(crate) io: Mutex<Io>,
+    deliver: Mutex<Vec<Event>>,
+    /// The SRQ the endpoint takes receives from.
+    pub(crate) srq: Mutex<Option<SrqId>>,
+    /// The engine's next deadline in nanoseconds since [`Shared::epoch`] (`u64::MAX`: none).
+    deadline: AtomicU64,
+    /// An incoming send waits for a receive.
+    pub(crate) parked: AtomicBool,
+}
+
+/// A passive socket between accept(2) and the consumer's accept or reject.
+pub(crate) struct Pending {
+    token: Token,
+    sock: Mutex<Option<TcpStream>>,
+    rx: Mutex<Vec<u8>>,
+    upcalls: Arc<dyn SpUpcalls>,
+    peer: SocketAddr,
+    /// The request once read (the consumer's accept needs the requester's RNR timeout).
+    pub(crate) request: Mutex<Option<IncomingRequest>>,
+}
+
+struct Listener {
+    sp: SpId,
+    sock: Mutex<TcpListener>,
+    upcalls: Arc<dyn SpUpcalls>,
+}
+
+/// A socket whose connection is over: our side is shut down, we wait for the peer's.
+struct Closing {
+    sock: Mutex<Option<TcpStream>>,
+    until: Instant,
+}
+
+#[derive(Clone)]
+enum Entry {
+    Ep(Arc<EpConn>),
+    Pending(Arc<Pending>),
+    Listener(Arc<Listener>),
+    Closing(Arc<Closing>),
+}
+
+/// State shared by the transport object, the driver thread and application threads.
+pub(crate) struct Shared {
+    pub(crate) params: TcpParams,
+    pub(crate) mem: SharedMemTable,
+    registry: mio::Registry,
+    waker: Waker,
+    epoch: Instant,
+    entries: RwLock<HashMap<Token, Entry>>,
+    pub(crate) eps: RwLock<HashMap<EpId, Arc<EpConn>>>,
+    /// The endpoints as a list that progress can hold without a lock.
+    snapshot: RwLock<Arc<[Arc<EpConn>]>>,
+    listeners: Mutex<HashMap<SpId, Token>>,
+    pub(crate) crs: Mutex<HashMap<CrId, Arc<Pending>>>,
+    pub(crate) srqs: RwLock<HashMap<SrqId, SharedSrq>>,
+    next_token: AtomicUsize,
+    next_cr: AtomicUsize,
+    stop: AtomicBool,
+}
+
+/// Maps an I/O error of a connection to what the engine should hear.
+fn transport_error(e: &std::io::Error) -> TransportError {
+    match e.raw_os_error() {
+        Some(libc::ECONNREFUSED) => TransportError::Refused,
+        Some(libc::ENETUNREACH | libc::EHOSTUNREACH | libc::EADDRNOTAVAIL) => {
+            TransportError::Unreachable
+        }
+        _ => TransportError::Lost,
+    }
+}
+
+impl Shared {
+    /// Creates the poller and the shared state; the caller starts [`Shared::run`] on a
+    /// thread.
+    pub(crate) fn new(
+        params: TcpParams,
+        mem: SharedMemTable,
+    ) -> std::io::Result<(Arc<Shared>, Poll)> {
+        let poll = Poll::new()?;
+        let waker = Waker::new(poll.registry(), WAKER)?;
+        let registry = poll.registry().try_clone()?;
+        let shared = Arc::new(Shared {
+            params,
+            mem,
+            registry,
+            waker,
+            epoch: Instant::now(),
+            entries: RwLock::new(HashMap::new()),
+            eps: RwLock::new(HashMap::new()),
+            snapshot: RwLock::new(Arc::from(Vec::new())),
+            listeners: Mutex::new(HashMap::new()),
+            crs: Mutex::new(HashMap::new()),
+            srqs: RwLock::new(HashMap::new()),
+            next_token: AtomicUsize::new(1),
+            next_cr: AtomicUsize::new(1),
+            stop: AtomicBool::new(false),
+        });
+        Ok((shared, poll))
+    }
+
+    fn token(&self) -> Token {
+        Token(self.next_token.fetch_add(1, Ordering::Relaxed))
+    }
+
+    /// Registers a new endpoint.
+    pub(crate) fn add_ep(
+        &self,
+        id: EpId,
+        engine: Engine,
+        upcalls: Arc<dyn EpUpcalls>,
+        srq: Option<SrqId>,
+    ) {
+        let ep = Arc::new(EpConn {
+            token: self.token(),
+            upcalls,
+            io: Mutex::new(Io {
+                engine,
+                sock: None,
+                connecting: false,
+                rx: Vec::new(),
+                rx_len: 0,
+            }),
+            deliver: Mutex::new(Vec::with_capacity(64)),
+            srq: Mutex::new(srq),
+            deadline: AtomicU64::new(u64::MAX),
+            parked: AtomicBool::new(false),
+        });
+        write(&self.entries).insert(ep.token, Entry::Ep(ep.clone()));
+        let mut eps = write(&self.eps);
+        eps.insert(id, ep);
+        *write(&self.snapshot) = eps.values().cloned().collect();
+    }
+
+    /// Removes an endpoint (its connection must be over); its socket lingers.
+    pub(crate) fn remove_ep(&self, id: EpId) {
+        let ep = {
+            let mut eps = write(&self.eps);
+            let Some(ep) = eps.remove(&id) else {
+                return;
+            };
+            *write(&self.snapshot) = eps.values().cloned().collect();
+            ep
+        };
+        write(&self.entries).remove(&ep.token);
+        let sock = lock(&ep.io).sock.take();
+        if let Some(s) = sock {
+            self.linger(s);
+        }
+    }
+
+    pub(crate) fn ep(&self, id: EpId) -> Option<Arc<EpConn>> {
+        read(&self.eps).get(&id).cloned()
+    }
+
+    /// Runs `f` on the endpoint's I/O state, then reports what the engine produced (in
+    /// order, with no engine lock held).
+    pub(crate) fn with_io<R>(&self, ep: &EpConn, f: impl FnOnce(&Shared, &mut Io) -> R) -> R {
+        let mut io = lock(&ep.io);
+        let r = f(self, &mut io);
+        self.finish(ep, io);
+        r
+    }
+
+    /// Like [`Shared::with_io`] but gives up if another thread holds the endpoint.
+    fn try_with_io(&self, ep: &EpConn, f: impl FnOnce(&Shared, &mut Io) -> bool) -> bool {
+        let Ok(mut io) = ep.io.try_lock() else {
+            return false;
+        };
+        let r = f(self, &mut io);
+        self.finish(ep, io);
+        r
+    }
+
+    fn finish(&self, ep: &EpConn, mut io: MutexGuard<'_, Io>) {
+        ep.parked.store(io.engine.is_parked(), Ordering::Relaxed);
+        let d = io.engine.poll_timeout().map_or(u64::MAX, |d| {
+            u64::try_from(d.saturating_duration_since(self.epoch).as_nanos())
+                .unwrap_or(u64::MAX - 1)
+        });
+        let old = ep.deadline.swap(d, Ordering::AcqRel);
+        if d < old {
+            // The driver may sleep past the new deadline.
+            let _ = self.waker.wake();
+        }
+        let mut out = lock(&ep.deliver);
+        while let Some(ev) = io.engine.poll_event() {
+            out.push(ev);
+        }
+        drop(io);
+        for ev in out.drain(..) {
+            match ev {
+                Event::Completion(c) => ep.upcalls.completion(c),
+                Event::Cm(f) => ep.upcalls.cm(f),
+            }
+        }
+    }
+
+    /// Moves bytes between the endpoint's socket and engine until neither can go further.
+    /// `read`: also read the socket (posts only write). Returns true if anything moved.
+    pub(crate) fn pump(&self, io: &mut Io, now: Instant, read: bool) -> bool {
+        let mut any = false;
+        loop {
+            let mut moved = false;
+            if io.connecting {
+                match self.check_connected(io) {
+                    Some(true) => io.connecting = false,
+                    Some(false) => return any,
+                    None => moved = true,
+                }
+            }
+            // Execute what was read.
+            if io.rx_len > 0 && !io.engine.is_closed() {
+                let used = io.engine.handle_input(now, &io.rx[..io.rx_len]);
+                if used > 0 {
+                    io.rx.copy_within(used..io.rx_len, 0);
+                    io.rx_len -= used;
+                    moved = true;
+                }
+            }
+            // Write what the engine has.
+            if let Some(sock) = io.sock.as_mut().filter(|_| !io.connecting) {
+                loop {
+                    let out = io.engine.poll_transmit();
+                    if out.is_empty() {
+                        break;
+                    }
+                    match sock.write(out) {
+                        Ok(n) => {
+                            io.engine.advance_transmit(n);
+                            moved = true;
+                        }
+                        Err(e) if e.kind() == ErrorKind::WouldBlock => break,
+                        Err(e) if e.kind() == ErrorKind::Interrupted => {}
+                        Err(e) => {
+                            tracing::debug!(error = %e, "write failed");
+                            io.engine.handle_transport_error(transport_error(&e));
+                            moved = true;
+                            break;
+                        }
+                    }
+                }
+            }
+            // Read more.
+            let room = io.rx_len < io.rx.len();
+            if read
+                && room
+                && !io.engine.is_parked()
+                && !io.connecting
+                && let Some(sock) = io.sock.as_mut()
+            {
+                match sock.read(&mut io.rx[io.rx_len..]) {
+                    Ok(0) => {
+                        io.engine.handle_transport_error(TransportError::Lost);
+                        io.rx_len = 0;
+                        if let Some(s) = io.sock.take() {
+                            let _ = self.registry.deregister(&mut { s });
+                        }
+                        moved = true;
+                    }
+                    Ok(n) => {
+                        if io.engine.is_closed() {
+                            // Nothing more to execute: discard.
+                        } else {
+                            io.rx_len += n;
+                        }
+                        moved = true;
+                    }
+                    Err(e) if e.kind() == ErrorKind::WouldBlock => {}
+                    Err(e) if e.kind() == ErrorKind::Interrupted => moved = true,
+                    Err(e) => {
+                        tracing::debug!(error = %e, "read failed");
+                        io.engine.handle_transport_error(transport_error(&e));
+                        io.rx_len = 0;
+                        if let Some(s) = io.sock.take() {
+                            let _ = self.registry.deregister(&mut { s });
+                        }
+                        moved = true;
+                    }
+                }
+            }
+            // A finished connection gives its socket up once everything is written.
+            if io.engine.is_closed() && !io.engine.wants_transmit() {
+                io.rx_len = 0;
+                if let Some(s) = io.sock.take() {
+                    self.linger(s);
+                    moved = true;
+                }
+            }
+            if !moved {
+                return any;
+            }
+            any = true;
+        }
+    }
+
+    /// An active connect: `Some(true)` when connected, `Some(false)` still in progress,
+    /// `None` when it failed (the engine was told).
+    fn check_connected(&self, io: &mut Io) -> Option<bool> {
+        let Some(sock) = io.sock.as_ref() else {
+            io.connecting = false;
+            return Some(false);
+        };
+        let failed = match sock.take_error() {
+            Ok(Some(e)) | Err(e) => Some(e),
+            Ok(None) => None,
+        };
+        let err = match failed {
+            Some(e) => e,
+            None => match sock.peer_addr() {
+                Ok(_) => return Some(true),
+                Err(e) if e.raw_os_error() == Some(libc::ENOTCONN) => return Some(false),
+                Err(e) if e.kind() == ErrorKind::WouldBlock => return Some(false),
+                Err(e) => e,
+            },
+        };
+        tracing::debug!(error = %err, "connect failed");
+        io.engine.handle_transport_error(transport_error(&err));
+        io.connecting = false;
+        if let Some(mut s) = io.sock.take() {
+            let _ = self.registry.deregister(&mut s);
+        }
+        None
+    }
+
+    /// Shuts our side down and keeps reading until the peer closes (so that unread bytes
+    /// do not turn our close into a reset that could overtake our last frames).
+    fn linger(&self, mut sock: TcpStream) {
+        let _ = sock.shutdown(Shutdown::Write);
+        let token = self.token();
+        if self
+            .registry
+            .reregister(&mut sock, token, Interest::READABLE)
+            .is_err()
+        {
+            return;
+        }
+        let c = Arc::new(Closing {
+            sock: Mutex::new(Some(sock)),
+            until: Instant::now() + LINGER,
+        });
+        write(&self.entries).insert(token, Entry::Closing(c.clone()));
+        drain_closing(&c);
+        let _ = self.waker.wake();
+    }
+
+    /// Creates a TCP socket with the IA's options, bound to its address.
+    pub(crate) fn socket(&self, for_addr: &SocketAddr, listen: bool) -> std::io::Result<Socket> {
+        let s = Socket::new(
+            Domain::for_address(*for_addr),
+            Type::STREAM,
+            Some(Protocol::TCP),
+        )?;
+        s.set_nonblocking(true)?;
+        s.set_cloexec(true)?;
+        if listen {
+            s.set_reuse_address(true)?;
+        }
+        self.set_options(&s)?;
+        Ok(s)
+    }
+
+    fn set_options(&self, s: &Socket) -> std::io::Result<()> {
+        let p = &self.params;
+        s.set_nodelay(p.nodelay)?;
+        if let Some(n) = p.send_buffer {
+            s.set_send_buffer_size(n)?;
+        }
+        if let Some(n) = p.recv_buffer {
+            s.set_recv_buffer_size(n)?;
+        }
+        if let Some(idle) = p.keepalive_idle {
+            let ka = TcpKeepalive::new()
+                .with_time(idle)
+                .with_interval(p.keepalive_interval)
+                .with_retries(p.keepalive_count);
+            s.set_tcp_keepalive(&ka)?;
+        }
+        if let Some(t) = p.user_timeout {
+            s.set_tcp_user_timeout(Some(t))?;
+        }
+        Ok(())
+    }
+
+    /// Registers an active socket for the endpoint.
+    pub(crate) fn register_ep_socket(
+        &self,
+        ep: &EpConn,
+        sock: &mut TcpStream,
+    ) -> std::io::Result<()> {
+        self.registry
+            .register(sock, ep.token, Interest::READABLE | Interest::WRITABLE)
+    }
+
+    /// Moves a pending passive socket to the endpoint that accepted it.
+    pub(crate) fn adopt_pending(&self, p: &Pending, ep: &EpConn, io: &mut Io) -> bool {
+        write(&self.entries).remove(&p.token);
+        let Some(mut sock) = lock(&p.sock).take() else {
+            return false;
+        };
+        if self
+            .registry
+            .reregister(&mut sock, ep.token, Interest::READABLE | Interest::WRITABLE)
+            .is_err()
+        {
+            return false;
+        }
+        let rx = std::mem::take(&mut *lock(&p.rx));
+        io.attach(sock, false, &rx);
+        true
+    }
+
+    /// Writes a reject on a pending socket and closes it.
+    pub(crate) fn reject_pending(&self, p: &Pending, private_data: &[u8]) {
+        write(&self.entries).remove(&p.token);
+        if let Some(mut sock) = lock(&p.sock).take() {
+            let mut out = Vec::new();
+            crate::engine::encode_reject(private_data, &mut out);
+            let _ = sock.write_all(&out);
+            self.linger(sock);
+        }
+    }
+
+    /// Starts listening on `port` of the IA's address.
+    pub(crate) fn listen(
+        &self,
+        sp: SpId,
+        port: u16,
+        upcalls: Arc<dyn SpUpcalls>,
+    ) -> std::io::Result<u16> {
+        let addr = SocketAddr::new(self.params.address, port);
+        let s = self.socket(&addr, true)?;
+        s.bind(&addr.into())?;
+        s.listen(1024)?;
+        let bound = s.local_addr()?.as_socket().map_or(port, |a| a.port());
+        let mut sock = TcpListener::from_std(s.into());
+        let token = self.token();
+        self.registry
+            .register(&mut sock, token, Interest::READABLE)?;
+        let l = Arc::new(Listener {
+            sp,
+            sock: Mutex::new(sock),
+            upcalls,
+        });
+        write(&self.entries).insert(token, Entry::Listener(l));
+        lock(&self.listeners).insert(sp, token);
+        Ok(bound)
+    }
+
+    /// Stops listening.
+    pub(crate) fn unlisten(&self, sp: SpId) {
+        let Some(token) = lock(&self.listeners).remove(&sp) else {
+            return;
+        };
+        let removed = write(&self.entries).remove(&token);
+        if let Some(Entry::Listener(l)) = removed {
+            // The listener closes when its last reference drops; deregister it now.
+            let _ = self.registry.deregister(&mut *lock(&l.sock));
+        }
+    }
+
+    /// Accepts every waiting connection of a listener.
+    fn on_listener(&self, l: &Listener) {
+        loop {
+            let accepted = lock(&l.sock).accept();
+            match accepted {
+                Ok((mut sock, peer)) => {
+                    let s = socket2::SockRef::from(&sock);
+                    if let Err(e) = self.set_options(&s) {
+                        tracing::debug!(error = %e, "socket options");
+                    }
+                    let token = self.token();
+                    if self
+                        .registry
+                        .register(&mut sock, token, Interest::READABLE)
+                        .is_err()
+                    {
+                        continue;
+                    }
+                    tracing::debug!(sp = l.sp.0, %peer, "incoming connection");
+                    let p = Arc::new(Pending {
+                        token,
+                        sock: Mutex::new(Some(sock)),
+                        rx: Mutex::new(Vec::new()),
+                        upcalls: l.upcalls.clone(),
+                        peer,
+                        request: Mutex::new(None),
+                    });
+                    write(&self.entries).insert(token, Entry::Pending(p.clone()));
+                    self.on_pending(&p);
+                }
+                Err(e) if e.kind() == ErrorKind::WouldBlock => return,
+                Err(e) if e.kind() == ErrorKind::Interrupted => {}
+                Err(e) => {
+                    tracing::warn!(error = %e, "accept failed");
+                    return;
+                }
+            }
+        }
+    }
+
+    /// Reads a pending socket: its connection request, or its end.
+    fn on_pending(&self, p: &Arc<Pending>) {
+        let mut sock_g = lock(&p.sock);
+        let Some(sock) = sock_g.as_mut() else {
+            return;
+        };
+        let mut rx = lock(&p.rx);
+        let mut buf = [0u8; 2048];
+        let mut gone = false;
+        loop {
+            match sock.read(&mut buf) {
+                Ok(0) => {
+                    gone = true;
+                    break;
+                }
+                Ok(n) => {
+                    if rx.len() + n > crate::wire::MAX_FRAME {
+                        gone = true;
+                        break;
+                    }
+                    rx.extend_from_slice(&buf[..n]);
+                }
+                Err(e) if e.kind() == ErrorKind::WouldBlock => break,
+                Err(e) if e.kind() == ErrorKind::Interrupted => {}
+                Err(_) => {
+                    gone = true;
+                    break;
+                }
+            }
+        }
+        let mut req = lock(&p.request);
+        let mut offer = None;
+        if req.is_none() && !gone {
+            match parse_request(&rx) {
+                Ok(Some((r, used))) => {
+                    rx.drain(..used);
+                    *req = Some(r.clone());
+                    offer = Some(r);
+                }
+                Ok(None) => {}
+                Err(e) => {
+                    tracing::warn!(peer = %p.peer, error = %e, "bad connection request");
+                    gone = true;
+                }
+            }
+        }
+        drop((req, rx));
+        if gone {
+            if let Some(mut s) = sock_g.take() {
+                let _ = self.registry.deregister(&mut s);
+            }
+            drop(sock_g);
+            write(&self.entries).remove(&p.token);
+            lock(&self.crs).retain(|_, q| !Arc::ptr_eq(q, p));
+            return;
+        }
+        drop(sock_g);
+        if let Some(r) = offer {
+            let cr = CrId(u32::try_from(self.next_cr.fetch_add(1, Ordering::Relaxed)).unwrap_or(0));
+            lock(&self.crs).insert(cr, p.clone());
+            let remote = SocketAddr::new(p.peer.ip(), 0);
+            p.upcalls.connection_request(ConnRequest {
+                cr,
+                remote,
+                private_data: r.private_data,
+            });
+        }
+    }
+
+    /// Application-thread progress: executes what arrived on every endpoint not busy in
+    /// another thread. Returns true if anything happened.
+    pub(crate) fn progress(&self) -> bool {
+        let now = Instant::now();
+        let mut any = false;
+        let eps = read(&self.snapshot).clone();
+        for ep in eps.iter() {
+            any |= self.try_with_io(ep, |sh, io| io.sock.is_some() && sh.pump(io, now, true));
+        }
+        any
+    }
+
+    /// Wakes endpoints whose incoming send waited for a receive of `srq`.
+    pub(crate) fn unpark_srq(&self, srq: SrqId) {
+        let now = Instant::now();
+        let eps: Vec<Arc<EpConn>> = read(&self.eps)
+            .values()
+            .filter(|e| e.parked.load(Ordering::Relaxed) && *lock(&e.srq) == Some(srq))
+            .cloned()
+            .collect();
+        for ep in eps {
+            self.with_io(&ep, |sh, io| sh.pump(io, now, true));
+        }
+    }
+
+    /// Asks the driver thread to stop.
+    pub(crate) fn stop(&self) {
+        self.stop.store(true, Ordering::Release);
+        let _ = self.waker.wake();
+    }
+
+    /// Drops every socket (IA close).
+    pub(crate) fn close_all(&self) {
+        let entries: Vec<Entry> = write(&self.entries).drain().map(|(_, e)| e).collect();
+        for e in entries {
+            match e {
+                Entry::Ep(ep) => {
+                    let mut io = lock(&ep.io);
+                    if let Some(mut s) = io.sock.take() {
+                        let _ = self.registry.deregister(&mut s);
+                    }
+                }
+                Entry::Pending(p) => drop(lock(&p.sock).take()),
+                Entry::Closing(c) => drop(lock(&c.sock).take()),
+                Entry::Listener(l) => {
+                    let _ = self.registry.deregister(&mut *lock(&l.sock));
+                }
+            }
+        }
+        write(&self.eps).clear();
+        *write(&self.snapshot) = Arc::from(Vec::new());
+        lock(&self.crs).clear();
+        lock(&self.listeners).clear();
+    }
+
+    /// The driver thread: sleeps in the kernel until a socket, a timer or the waker needs
+    /// it.
+    pub(crate) fn run(self: Arc<Shared>, mut poll: Poll) {
+        let mut events = Events::with_capacity(256);
+        while !self.stop.load(Ordering::Acquire) {
+            let timeout = self.next_timeout();
+            if let Err(e) = poll.poll(&mut events, timeout)
+                && e.kind() != ErrorKind::Interrupted
+            {
+                tracing::error!(error = %e, "poll failed; driver stops");
+                return;
+            }
+            if self.stop.load(Ordering::Acquire) {
+                break;
+            }
+            let now = Instant::now();
+            for ev in &events {
+                let entry = read(&self.entries).get(&ev.token()).cloned();
+                match entry {
+                    Some(Entry::Ep(ep)) => {
+                        self.with_io(&ep, |sh, io| sh.pump(io, now, true));
+                    }
+                    Some(Entry::Listener(l)) => self.on_listener(&l),
+                    Some(Entry::Pending(p)) => self.on_pending(&p),
+                    Some(Entry::Closing(c)) if drain_closing(&c) => {
+                        write(&self.entries).remove(&ev.token());
+                    }
+                    Some(Entry::Closing(_)) => {}
+                    None => {}
+                }
+            }
+            self.fire_timers(now);
+        }
+    }
+
+    fn next_timeout(&self) -> Option<Duration> {
+        let now = u64::try_from(self.epoch.elapsed().as_nanos()).unwrap_or(u64::MAX);
+        let mut next = read(&self.eps)
+            .values()
+            .map(|e| e.deadline.load(Ordering::Acquire))
+            .min()
+            .unwrap_or(u64::MAX);
+        if read(&self.entries)
+            .values()
+            .any(|e| matches!(e, Entry::Closing(_)))
+        {
+            next = next.min(now.saturating_add(100_000_000));
+        }
+        (next != u64::MAX).then(|| Duration::from_nanos(next.saturating_sub(now)))
+    }
+
+    fn fire_timers(&self, now: Instant) {
+        let now_ns =
+            u64::try_from(now.saturating_duration_since(self.epoch).as_nanos()).unwrap_or(u64::MAX);
+        let due: Vec<Arc<EpConn>> = read(&self.eps)
+            .values()
+            .filter(|e| e.deadline.load(Ordering::Acquire) <= now_ns)
+            .cloned()
+            .collect();
+        for ep in due {
+            self.with_io(&ep, |sh, io| {
+                io.engine.handle_timeout(now);
+                sh.pump(io, now, true);
+            });
+        }
+        let expired: Vec<Token> = read(&self.entries)
+            .iter()
+            .filter(|(_, e)| matches!(e, Entry::Closing(c) if c.until <= now))
+            .map(|(t, _)| *t)
+            .collect();
+        if !expired.is_empty() {
+            let mut entries = write(&self.entries);
+            for t in expired {
+                if let Some(Entry::Closing(c)) = entries.remove(&t) {
+                    drop(lock(&c.sock).take());
+                }
+            }
+        }
+    }
+}
+
+/// Reads and discards until the peer's end of stream; true when the socket is gone.
+fn drain_closing(c: &Closing) -> bool {
+    let mut g = lock(&c.sock);
+    let Some(sock) = g.as_mut() else {
+        return true;
+    };
+    let mut buf = [0u8; 4096];
+    loop {
+        match sock.read(&mut buf) {
+            Ok(0) => break,
+            Ok(_) => {}
+            Err(e) if e.kind() == ErrorKind::WouldBlock => return false,
+            Err(e) if e.kind() == ErrorKind::Interrupted => {}
+            Err(_) => break,
+        }
+    }
+    drop(g.take());
+    true
+}
