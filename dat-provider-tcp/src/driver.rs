@@ -29,6 +29,8 @@ use crate::engine::{Engine, Event, IncomingRequest, SharedSrq, TransportError, p
 use crate::params::TcpParams;
 use crate::wire::MAX_FRAME;
 
+mod handoff;
+
 /// Receive buffer of a connection: several frames, so one read can bring many.
 const RX_BUF: usize = 4 * MAX_FRAME;
 /// How long a closed connection waits for the peer's end of stream before dropping it.
@@ -55,6 +57,8 @@ pub(crate) struct Io {
     pub(crate) connecting: bool,
     rx: Vec<u8>,
     rx_len: usize,
+    /// The socket is registered with the poller (see the `handoff` module).
+    registered: bool,
 }
 
 impl Io {
@@ -68,6 +72,7 @@ impl Io {
         self.rx_len = n;
         self.sock = Some(sock);
         self.connecting = connecting;
+        self.registered = true;
     }
 }
 
@@ -133,6 +138,8 @@ pub(crate) struct Shared {
     next_token: AtomicUsize,
     next_cr: AtomicUsize,
     stop: AtomicBool,
+    /// When an application thread last called [`Shared::progress`] (ns since `epoch`).
+    last_progress: AtomicU64,
 }
 
 /// Maps an I/O error of a connection to what the engine should hear.
@@ -171,6 +178,7 @@ impl Shared {
             next_token: AtomicUsize::new(1),
             next_cr: AtomicUsize::new(1),
             stop: AtomicBool::new(false),
+            last_progress: AtomicU64::new(0),
         });
         Ok((shared, poll))
     }
@@ -196,6 +204,7 @@ impl Shared {
                 connecting: false,
                 rx: Vec::new(),
                 rx_len: 0,
+                registered: false,
             }),
             deliver: Mutex::new(Vec::with_capacity(64)),
             srq: Mutex::new(srq),
@@ -408,6 +417,10 @@ impl Shared {
             .registry
             .reregister(&mut sock, token, Interest::READABLE)
             .is_err()
+            && self
+                .registry
+                .register(&mut sock, token, Interest::READABLE)
+                .is_err()
         {
             return;
         }
@@ -648,6 +661,7 @@ impl Shared {
     /// another thread. Returns true if anything happened.
     pub(crate) fn progress(&self) -> bool {
         let now = Instant::now();
+        self.last_progress.store(self.nanos(now), Ordering::Relaxed);
         let mut any = false;
         let eps = read(&self.snapshot).clone();
         for ep in eps.iter() {
@@ -703,8 +717,12 @@ impl Shared {
     /// it.
     pub(crate) fn run(self: Arc<Shared>, mut poll: Poll) {
         let mut events = Events::with_capacity(256);
+        let mut passive = false;
         while !self.stop.load(Ordering::Acquire) {
-            let timeout = self.next_timeout();
+            let mut timeout = self.next_timeout();
+            if passive {
+                timeout = Some(timeout.map_or(handoff::CHECK, |t| t.min(handoff::CHECK)));
+            }
             if let Err(e) = poll.poll(&mut events, timeout)
                 && e.kind() != ErrorKind::Interrupted
             {
@@ -715,9 +733,15 @@ impl Shared {
                 break;
             }
             let now = Instant::now();
+            let polling = self.app_polling(now);
             for ev in &events {
                 let entry = read(&self.entries).get(&ev.token()).cloned();
                 match entry {
+                    // An application thread is driving progress: leave the bytes to it.
+                    Some(Entry::Ep(ep)) if polling => {
+                        self.step_back(&ep);
+                        passive = true;
+                    }
                     Some(Entry::Ep(ep)) => {
                         self.with_io(&ep, |sh, io| sh.pump(io, now, true));
                     }
@@ -730,8 +754,16 @@ impl Shared {
                     None => {}
                 }
             }
+            if passive && !polling {
+                self.take_over(now);
+                passive = false;
+            }
             self.fire_timers(now);
         }
+    }
+
+    fn nanos(&self, t: Instant) -> u64 {
+        u64::try_from(t.saturating_duration_since(self.epoch).as_nanos()).unwrap_or(u64::MAX)
     }
 
     fn next_timeout(&self) -> Option<Duration> {

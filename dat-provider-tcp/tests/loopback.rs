@@ -284,3 +284,41 @@ fn listens_only_on_the_configured_address() {
     );
     assert!(r.is_ok());
 }
+
+/// The target application polls for a while (its driver steps back), then stops: the driver
+/// must take the socket back and serve one-sided reads with no call from the target.
+#[test]
+fn driver_takes_over_when_the_application_stops_polling() {
+    let (a, b) = pair();
+    let target = b.alloc(64);
+    target.write(0, &[0x42; 64]).unwrap();
+    let back = a.alloc(64);
+    // Phase 1: B polls while A reads.
+    for i in 0..20u64 {
+        a.ep.post_rdma_read(
+            &[back.triplet(0, 64)],
+            Cookie(i),
+            target.rmr_triplet(0, 64),
+            CompletionFlags::DEFAULT,
+        )
+        .unwrap();
+        let until = std::time::Instant::now() + Duration::from_millis(2);
+        while std::time::Instant::now() < until {
+            let _ = b.dto.dequeue();
+        }
+        ok(&a.dto(), i, DtoOp::RdmaRead, 64);
+    }
+    // Phase 2: B's application sleeps; reads are still answered.
+    std::thread::sleep(Duration::from_millis(5));
+    for i in 100..105u64 {
+        a.ep.post_rdma_read(
+            &[back.triplet(0, 64)],
+            Cookie(i),
+            target.rmr_triplet(0, 64),
+            CompletionFlags::DEFAULT,
+        )
+        .unwrap();
+        ok(&a.dto(), i, DtoOp::RdmaRead, 64);
+    }
+    assert_eq!(back.to_vec(), vec![0x42; 64]);
+}
