@@ -825,3 +825,72 @@ fn keepalive_is_harmless_and_reset_allows_a_new_connection() {
         vec![done(2, DtoStatus::Success, 1, DtoOp::Send)]
     );
 }
+
+#[test]
+fn random_frames_into_a_connected_engine_never_panic() {
+    let mut x = 0x2545_f491_4f6c_dd1du64;
+    let mut next = move || {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        x
+    };
+    for round in 0..300 {
+        let mut p = Pair::connected();
+        let dst = p.a.register(&[0u8; 64]);
+        p.a.e.post(p.a.wr(PostOp::Recv, &[tri(dst, 0, 64)], 1));
+        let mut input = Vec::new();
+        for _ in 0..8 {
+            let payload: Vec<u8> = (0..next() % 80).map(|_| next().to_le_bytes()[0]).collect();
+            let msn = (next() % 4) as u32;
+            let total = (next() % 100) as u32;
+            let flags = (next() % 8) as u8;
+            let f = match next() % 7 {
+                0 => Frame::Send {
+                    msn,
+                    total: total.max(payload.len() as u32),
+                    flags: flags & (wire::FIRST | wire::LAST),
+                    payload: &payload,
+                },
+                1 => Frame::RdmaWrite {
+                    msn,
+                    total: total.max(payload.len() as u32),
+                    rkey: next() as u32,
+                    addr: dst.2 + next() % 128,
+                    flags: flags & (wire::FIRST | wire::LAST),
+                    payload: &payload,
+                },
+                2 => Frame::ReadReq {
+                    msn,
+                    len: total,
+                    rkey: next() as u32,
+                    addr: next(),
+                },
+                3 => Frame::ReadResp {
+                    msn,
+                    total: total.max(payload.len() as u32),
+                    flags: flags & (wire::FIRST | wire::LAST),
+                    payload: &payload,
+                },
+                4 => Frame::Nak {
+                    msn,
+                    status: 2 + (next() % 11) as u32,
+                },
+                5 => Frame::Ack,
+                _ => Frame::Keepalive,
+            };
+            let mut one = Vec::new();
+            f.emit((next() % 3) as u32, &mut one);
+            if round % 5 == 0 && !one.is_empty() {
+                let at = (next() as usize) % one.len();
+                one[at] ^= next().to_le_bytes()[0];
+            }
+            input.extend_from_slice(&one);
+        }
+        let used = p.a.e.handle_input(p.now, &input);
+        assert!(used <= input.len());
+        p.a.e.handle_timeout(p.now + Duration::from_secs(60));
+        let _ = p.a.e.poll_transmit();
+        while p.a.e.poll_event().is_some() {}
+    }
+}
