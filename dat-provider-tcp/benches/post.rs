@@ -148,13 +148,13 @@ fn loopback_pingpong(c: &mut Criterion) {
         let (_ia, _pz, dto, _c, _cr, ep, lmr) = b;
         while !stop2.load(std::sync::atomic::Ordering::Relaxed) {
             let Ok(ev) = dto.dequeue() else { continue };
-            if let EventData::Dto(c) = ev.data {
-                if c.operation == dat::types::DtoOp::Receive {
-                    ep.post_recv(&[lmr.triplet(0, 8)], Cookie(0), CompletionFlags::DEFAULT)
-                        .unwrap();
-                    ep.post_send(&[lmr.triplet(8, 8)], Cookie(1), CompletionFlags::SUPPRESS)
-                        .unwrap();
-                }
+            if let EventData::Dto(c) = ev.data
+                && c.operation == dat::types::DtoOp::Receive
+            {
+                ep.post_recv(&[lmr.triplet(0, 8)], Cookie(0), CompletionFlags::DEFAULT)
+                    .unwrap();
+                ep.post_send(&[lmr.triplet(8, 8)], Cookie(1), CompletionFlags::SUPPRESS)
+                    .unwrap();
             }
         }
     });
@@ -163,10 +163,10 @@ fn loopback_pingpong(c: &mut Criterion) {
             a.5.post_recv(&[a.6.triplet(0, 8)], Cookie(0), CompletionFlags::DEFAULT).unwrap();
             a.5.post_send(&[a.6.triplet(8, 8)], Cookie(1), CompletionFlags::SUPPRESS).unwrap();
             loop {
-                if let Ok(ev) = a.2.dequeue() {
-                    if matches!(ev.data, EventData::Dto(c) if c.operation == dat::types::DtoOp::Receive) {
-                        break;
-                    }
+                if let Ok(ev) = a.2.dequeue()
+                    && matches!(ev.data, EventData::Dto(c) if c.operation == dat::types::DtoOp::Receive)
+                {
+                    break;
                 }
             }
         })
