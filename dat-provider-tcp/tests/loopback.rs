@@ -322,3 +322,29 @@ fn driver_takes_over_when_the_application_stops_polling() {
     }
     assert_eq!(back.to_vec(), vec![0x42; 64]);
 }
+
+/// `port_base` travels in the IA address: qualifier q of an IA with port base B listens on
+/// TCP port B + q, and a peer with another port base reaches it through that address.
+#[test]
+fn port_base_maps_qualifiers_to_ports() {
+    let a = Node::new();
+    let b = Node::with_params("address = \"127.0.0.1\", port_base = 1000");
+    assert_eq!(b.ia.attr().ia_address.port(), 1000);
+    let sp = b.listen();
+    let port = u16::try_from(sp.conn_qual().0 + 1000).unwrap();
+    assert!(
+        std::net::TcpStream::connect(SocketAddr::new(IpAddr::V4(Ipv4Addr::LOCALHOST), port))
+            .is_ok()
+    );
+    // (That raw connection sent no request: it never becomes a CR.)
+    a.connect(&b, sp.conn_qual(), b"based");
+    let cr = b.next_cr();
+    assert_eq!(&*cr.query().unwrap().private_data, b"based");
+}
+
+#[test]
+fn closing_the_ia_stops_its_driver() {
+    let (a, _b) = pair();
+    a.ia.close(CloseFlags::Abrupt).unwrap();
+    assert!(a.ia.is_closed());
+}
