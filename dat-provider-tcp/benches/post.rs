@@ -122,6 +122,7 @@ fn loopback_pingpong(c: &mut Criterion) {
     };
     let a = mk();
     let b = mk();
+    let b_target = b.1.alloc(1 << 20, MemPriv::ALL).unwrap();
     let sp = b.0.create_psp_any(&b.4, PspFlags::Consumer).unwrap();
     a.5.connect(
         b.0.attr().ia_address,
@@ -171,8 +172,37 @@ fn loopback_pingpong(c: &mut Criterion) {
             }
         })
     });
+    // 1 MiB RDMA writes, eight in flight, completions polled.
+    let src = a.1.alloc(1 << 20, MemPriv::ALL).unwrap();
+    let mut g = c.benchmark_group("stream");
+    g.throughput(criterion::Throughput::Bytes(1 << 20));
     stop.store(true, std::sync::atomic::Ordering::Relaxed);
     echo.join().unwrap();
+    let remote = b_target.rmr_triplet(0, 1 << 20);
+    let mut inflight = 0u32;
+    let mut cookie = 0u64;
+    g.bench_function("loopback 1MiB rdma write", |bch| {
+        bch.iter(|| {
+            while inflight < 8 {
+                a.5.post_rdma_write(
+                    &[src.triplet(0, 1 << 20)],
+                    Cookie(cookie),
+                    remote,
+                    CompletionFlags::DEFAULT,
+                )
+                .unwrap();
+                cookie += 1;
+                inflight += 1;
+            }
+            loop {
+                if a.2.dequeue().is_ok() {
+                    inflight -= 1;
+                    break;
+                }
+            }
+        })
+    });
+    g.finish();
 }
 
 criterion_group!(benches, engine_pair, loopback_pingpong);

@@ -50,6 +50,19 @@ pub(crate) fn write<T>(m: &RwLock<T>) -> std::sync::RwLockWriteGuard<'_, T> {
     m.write().unwrap_or_else(PoisonError::into_inner)
 }
 
+/// Who pumps, and so how: see [`Shared::pump`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Pump {
+    /// A post on the application's thread: write only; acknowledgements ride on the frames.
+    Post,
+    /// An application thread polling: read and write; bare acks delayed (its reply usually
+    /// carries them).
+    Poll,
+    /// The driver thread, or an application call that must finish the job (accept, a
+    /// receive that releases a waiting send): read and write, bare acks at once.
+    Serve,
+}
+
 /// The socket side of one endpoint.
 pub(crate) struct Io {
     pub(crate) engine: Engine,
@@ -283,8 +296,11 @@ impl Shared {
     }
 
     /// Moves bytes between the endpoint's socket and engine until neither can go further.
-    /// `read`: also read the socket (posts only write). Returns true if anything moved.
-    pub(crate) fn pump(&self, io: &mut Io, now: Instant, read: bool) -> bool {
+    /// Returns true if anything moved.
+    pub(crate) fn pump(&self, io: &mut Io, now: Instant, mode: Pump) -> bool {
+        let read = mode != Pump::Post;
+        io.engine
+            .set_ack_clock((mode != Pump::Serve).then_some(now));
         let mut any = false;
         loop {
             let mut moved = false;
@@ -490,7 +506,9 @@ impl Shared {
         let mut any = false;
         let eps = read(&self.snapshot).clone();
         for ep in eps.iter() {
-            any |= self.try_with_io(ep, |sh, io| io.sock.is_some() && sh.pump(io, now, true));
+            any |= self.try_with_io(ep, |sh, io| {
+                io.sock.is_some() && sh.pump(io, now, Pump::Poll)
+            });
         }
         any
     }
@@ -504,7 +522,7 @@ impl Shared {
             .cloned()
             .collect();
         for ep in eps {
-            self.with_io(&ep, |sh, io| sh.pump(io, now, true));
+            self.with_io(&ep, |sh, io| sh.pump(io, now, Pump::Serve));
         }
     }
 
@@ -568,7 +586,7 @@ impl Shared {
                         passive = true;
                     }
                     Some(Entry::Ep(ep)) => {
-                        self.with_io(&ep, |sh, io| sh.pump(io, now, true));
+                        self.with_io(&ep, |sh, io| sh.pump(io, now, Pump::Serve));
                     }
                     Some(Entry::Listener(l)) => self.on_listener(&l),
                     Some(Entry::Pending(p)) => self.on_pending(&p),
@@ -618,7 +636,7 @@ impl Shared {
         for ep in due {
             self.with_io(&ep, |sh, io| {
                 io.engine.handle_timeout(now);
-                sh.pump(io, now, true);
+                sh.pump(io, now, Pump::Serve);
             });
         }
         let expired: Vec<Token> = read(&self.entries)

@@ -180,6 +180,10 @@ enum Flow {
 
 /// Bytes of queued frames above which the engine stops generating data frames.
 const TX_HIGH_WATER: usize = 256 * 1024;
+/// In delayed-ack mode, a bare `Ack` goes out once this many requests wait for it...
+const ACK_EVERY: u32 = 8;
+/// ...or once the oldest has waited this long.
+const ACK_DELAY: Duration = Duration::from_micros(20);
 
 /// The protocol state of one endpoint's connection.
 pub struct Engine {
@@ -207,6 +211,10 @@ pub struct Engine {
     responses: VecDeque<ReadResp>,
     rnr_deadline: Option<Instant>,
     parked_msn: Option<u32>,
+    /// When the oldest unacknowledged executed request must be acknowledged (delayed mode).
+    ack_due: Option<Instant>,
+    /// `None`: bare acks go out at once; `Some(now)`: delayed-ack mode at time `now`.
+    ack_clock: Option<Instant>,
 }
 
 impl Engine {
@@ -232,7 +240,18 @@ impl Engine {
             responses: VecDeque::new(),
             rnr_deadline: None,
             parked_msn: None,
+            ack_due: None,
+            ack_clock: None,
         }
+    }
+
+    /// Chooses how bare acknowledgements go out. `None` (the default): as soon as there is
+    /// something to acknowledge. `Some(now)`: only piggy-backed on other frames, unless
+    /// [`ACK_EVERY`] requests wait or the oldest has waited [`ACK_DELAY`] at `now`. An
+    /// application thread that polls uses the delayed mode (its reply usually carries the
+    /// ack); the driver thread acknowledges at once, so an ack is never held indefinitely.
+    pub fn set_ack_clock(&mut self, clock: Option<Instant>) {
+        self.ack_clock = clock;
     }
 
     /// Changes the protection zone and SRQ (`dat_ep_modify`, only while unconnected).
@@ -491,7 +510,7 @@ impl Engine {
             || (self.state == State::Connected
                 && (self.tx_idx < self.outstanding.len()
                     || !self.responses.is_empty()
-                    || self.processed != self.ack_sent))
+                    || self.bare_ack_due()))
     }
 
     /// Marks `n` bytes of [`Engine::poll_transmit`] as written.

@@ -17,7 +17,7 @@ use dat_core::types::{
 };
 use mio::net::TcpStream;
 
-use crate::driver::{Shared, lock, read, write};
+use crate::driver::{Pump, Shared, lock, read, write};
 use crate::engine::{Engine, EngineConfig, SharedSrq, TransportError};
 use crate::params::TcpParams;
 use crate::wire::MAX_PRIVATE_DATA;
@@ -106,7 +106,7 @@ impl Transport for TcpIa {
         self.shared.with_io(&conn, |sh, io| {
             if io.engine.is_active() {
                 io.engine.disconnect();
-                sh.pump(io, Instant::now(), false);
+                sh.pump(io, Instant::now(), Pump::Post);
             }
             io.engine.reset();
             if let Some(s) = io.sock.take() {
@@ -122,7 +122,7 @@ impl Transport for TcpIa {
             self.shared.with_io(&conn, |sh, io| {
                 if io.engine.is_active() {
                     io.engine.disconnect();
-                    sh.pump(io, Instant::now(), false);
+                    sh.pump(io, Instant::now(), Pump::Post);
                 }
             });
         }
@@ -204,7 +204,7 @@ impl Transport for TcpIa {
                 return Ok(());
             }
             io.attach(stream, true, &[]);
-            sh.pump(io, now, false);
+            sh.pump(io, now, Pump::Post);
             Ok(())
         })
     }
@@ -257,7 +257,7 @@ impl Transport for TcpIa {
                 return Err(gone());
             }
             io.engine.accept(req.rnr_timeout, private_data);
-            sh.pump(io, Instant::now(), true);
+            sh.pump(io, Instant::now(), Pump::Serve);
             Ok(())
         })
     }
@@ -278,7 +278,7 @@ impl Transport for TcpIa {
         };
         self.shared.with_io(&conn, |sh, io| {
             io.engine.disconnect();
-            sh.pump(io, Instant::now(), false);
+            sh.pump(io, Instant::now(), Pump::Post);
         });
         Ok(())
     }
@@ -290,7 +290,8 @@ impl Transport for TcpIa {
             io.engine.post(wr);
             if !recv || io.engine.is_parked() {
                 // Frames go out from this thread; a parked send may now proceed.
-                sh.pump(io, Instant::now(), recv);
+                let mode = if recv { Pump::Serve } else { Pump::Post };
+                sh.pump(io, Instant::now(), mode);
             }
         });
         Ok(())

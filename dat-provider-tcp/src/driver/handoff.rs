@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 
 use mio::Interest;
 
-use super::{EpConn, Shared, lock, read};
+use super::{EpConn, Pump, Shared, lock, read};
 
 /// How often a stepped-back driver checks that the application still polls.
 pub(crate) const CHECK: Duration = Duration::from_micros(100);
@@ -53,7 +53,7 @@ impl Shared {
                     }
                     io.registered = true;
                 }
-                sh.pump(io, now, true);
+                sh.pump(io, now, Pump::Serve);
             });
         }
     }

@@ -7,7 +7,9 @@ use dat_core::mem::{Segment, gather_at, scatter_at};
 use dat_core::provider::{CmFact, PostOp, WorkRequest};
 use dat_core::types::{CompletionFlags, DtoStatus, MemPriv};
 
-use super::{Engine, Event, Flow, Pending, ReadResp, RxCur, TX_HIGH_WATER, seq_le};
+use super::{
+    ACK_DELAY, ACK_EVERY, Engine, Event, Flow, Pending, ReadResp, RxCur, TX_HIGH_WATER, seq_le,
+};
 use crate::wire::{DataHeader, FIRST, Frame, LAST, MAX_CHUNK, SOLICITED, WireError};
 
 fn bad(what: &'static str) -> WireError {
@@ -76,7 +78,7 @@ impl Engine {
                 addr,
                 flags,
                 payload,
-            } => self.on_write(msn, total, rkey, addr, flags, payload),
+            } => self.on_write(now, msn, total, rkey, addr, flags, payload),
             Frame::ReadReq {
                 msn,
                 len,
@@ -97,7 +99,7 @@ impl Engine {
                     total: len,
                     pos: 0,
                 });
-                self.processed = msn;
+                self.executed(msn, now);
                 Ok(Flow::Next)
             }
             Frame::ReadResp {
@@ -225,7 +227,7 @@ impl Engine {
                 }
                 self.events.push_back(Event::Completion(c));
             }
-            self.processed = msn;
+            self.executed(msn, now);
         }
         Ok(Flow::Next)
     }
@@ -248,8 +250,10 @@ impl Engine {
         Ok(())
     }
 
+    #[allow(clippy::too_many_arguments)]
     fn on_write(
         &mut self,
+        now: Instant,
         msn: u32,
         total: u32,
         rkey: u32,
@@ -295,7 +299,7 @@ impl Engine {
         self.advance_piece(n, total, flags)?;
         if flags & LAST != 0 {
             self.rx_cur = None;
-            self.processed = msn;
+            self.executed(msn, now);
         }
         Ok(Flow::Next)
     }
@@ -394,7 +398,7 @@ impl Engine {
                 if r.pos >= r.total {
                     self.responses.pop_front();
                 }
-                self.ack_sent = self.processed;
+                self.acked_now();
                 continue;
             }
             let Some(p) = self.outstanding.get(self.tx_idx) else {
@@ -445,12 +449,41 @@ impl Engine {
                 self.sent_request(msn);
             } else {
                 self.tx_off = off + n;
-                self.ack_sent = self.processed;
+                self.acked_now();
             }
         }
-        if self.processed != self.ack_sent {
+        if self.bare_ack_due() {
             Frame::Ack.emit(self.processed, &mut self.tx);
-            self.ack_sent = self.processed;
+            self.acked_now();
+        }
+    }
+
+    /// The peer's request `msn` has been executed: it will be acknowledged.
+    fn executed(&mut self, msn: u32, now: Instant) {
+        self.processed = msn;
+        if self.ack_due.is_none() {
+            self.ack_due = Some(now + ACK_DELAY);
+        }
+    }
+
+    /// Every frame we queue carries the acknowledgement.
+    fn acked_now(&mut self) {
+        self.ack_sent = self.processed;
+        self.ack_due = None;
+    }
+
+    /// True if a bare `Ack` must go out now: always in immediate mode; in delayed mode once
+    /// [`ACK_EVERY`] requests wait for it or the oldest has waited [`ACK_DELAY`].
+    pub(super) fn bare_ack_due(&self) -> bool {
+        if self.processed == self.ack_sent {
+            return false;
+        }
+        match self.ack_clock {
+            None => true,
+            Some(now) => {
+                self.processed.wrapping_sub(self.ack_sent) >= ACK_EVERY
+                    || self.ack_due.is_some_and(|d| now >= d)
+            }
         }
     }
 
@@ -458,6 +491,6 @@ impl Engine {
         self.tx_idx += 1;
         self.tx_off = 0;
         self.last_sent = msn;
-        self.ack_sent = self.processed;
+        self.acked_now();
     }
 }

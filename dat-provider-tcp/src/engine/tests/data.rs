@@ -384,3 +384,63 @@ fn srq_receives_are_shared_between_engines() {
         vec![done(6, DtoStatus::Success, 4, DtoOp::Receive)]
     );
 }
+
+#[test]
+fn delayed_acks_ride_on_replies_and_are_bounded() {
+    let mut p = Pair::connected();
+    let src = p.a.register(b"x");
+    let dst = p.b.register(&[0u8; 16]);
+    p.b.e.set_ack_clock(Some(p.now));
+    for i in 0..3 {
+        p.b.e.post(p.b.wr(PostOp::Recv, &[tri(dst, i, 1)], i));
+        p.a.e.post(p.a.wr(PostOp::Send, &[tri(src, 0, 1)], 10 + i));
+    }
+    p.wire_ba.clear();
+    p.run();
+    assert_eq!(p.b.take().len(), 3);
+    assert!(
+        p.a.take().is_empty(),
+        "no ack yet: the sends are not complete"
+    );
+    assert!(p.wire_ba.is_empty(), "no bare ack in delayed mode");
+    // A reply carries the ack.
+    let back = p.a.register(&[0u8; 1]);
+    p.a.e.post(p.a.wr(PostOp::Recv, &[tri(back, 0, 1)], 20));
+    p.b.e.post(p.b.wr(PostOp::Send, &[tri(dst, 0, 1)], 21));
+    p.run();
+    let d = Frame::parse(&p.wire_ba).unwrap().unwrap();
+    assert!(matches!(d.frame, Frame::Send { .. }) && d.ack == 3);
+    assert_eq!(p.a.take().len(), 4);
+    assert_eq!(p.b.take().len(), 1);
+    // Without a reply, the ack goes out once it is due.
+    p.b.e.post(p.b.wr(PostOp::Recv, &[tri(dst, 0, 1)], 30));
+    p.a.e.post(p.a.wr(PostOp::Send, &[tri(src, 0, 1)], 31));
+    p.wire_ba.clear();
+    p.run();
+    assert!(p.wire_ba.is_empty());
+    p.b.e.set_ack_clock(Some(p.now + Duration::from_micros(20)));
+    p.run();
+    assert_eq!(Frame::parse(&p.wire_ba).unwrap().unwrap().frame, Frame::Ack);
+    assert_eq!(
+        p.a.take(),
+        vec![done(31, DtoStatus::Success, 1, DtoOp::Send)]
+    );
+    // Or once eight requests wait for it.
+    p.b.e.set_ack_clock(Some(p.now + Duration::from_micros(20)));
+    p.wire_ba.clear();
+    for i in 0..8 {
+        p.b.e.post(p.b.wr(PostOp::Recv, &[tri(dst, i, 1)], 40 + i));
+        p.a.e.post(p.a.wr(PostOp::Send, &[tri(src, 0, 1)], 50 + i));
+    }
+    p.run();
+    assert_eq!(p.a.take().len(), 8);
+    // Immediate mode flushes whatever waits.
+    p.b.e.set_ack_clock(Some(p.now));
+    p.b.e.post(p.b.wr(PostOp::Recv, &[tri(dst, 0, 1)], 60));
+    p.a.e.post(p.a.wr(PostOp::Send, &[tri(src, 0, 1)], 61));
+    p.run();
+    assert!(p.a.take().is_empty());
+    p.b.e.set_ack_clock(None);
+    p.run();
+    assert_eq!(p.a.take().len(), 1);
+}
