@@ -1,0 +1,209 @@
+//! The post path: an 8-byte send through two engines in memory (post, frame generation,
+//! execution at the target, acknowledgement, completion), and the same through the `dat`
+//! facade over a real loopback connection (ping-pong, completions polled).
+
+// `criterion_group!` generates undocumented functions.
+#![allow(missing_docs)]
+
+use std::hint::black_box;
+use std::sync::{Arc, RwLock};
+use std::time::Instant;
+
+use criterion::{Criterion, criterion_group, criterion_main};
+use dat::types::{CompletionFlags, Cookie, EvdFlags, MemPriv, PspFlags, Qos, Timeout, VaType};
+use dat::{ConnectFlags, EpParams, EventData};
+use dat_core::config::{Source, parse_toml};
+use dat_core::mem::{Buffer, MemTable, SegList};
+use dat_core::provider::{PostOp, WorkRequest};
+use dat_core::types::{LmrId, LmrTriplet, PzId};
+use dat_provider_tcp::TcpProvider;
+use dat_provider_tcp::engine::{Engine, EngineConfig};
+
+fn engine_pair(c: &mut Criterion) {
+    let mem = Arc::new(RwLock::new(MemTable::new()));
+    let region = mem
+        .write()
+        .unwrap()
+        .register(
+            LmrId(1),
+            PzId(1),
+            Arc::new(Buffer::from_vec(vec![0; 64])),
+            MemPriv::ALL,
+            VaType::Va,
+        )
+        .unwrap();
+    let seg = |off: u64| -> SegList {
+        let t = LmrTriplet {
+            lmr_context: region.lmr_context,
+            virtual_address: region.start + off,
+            segment_length: 8,
+        };
+        std::iter::once(
+            mem.read()
+                .unwrap()
+                .local(PzId(1), &t, MemPriv::LOCAL_READ)
+                .unwrap(),
+        )
+        .collect()
+    };
+    let cfg = EngineConfig {
+        mem: mem.clone(),
+        pz: Some(PzId(1)),
+        srq: None,
+        rnr_timeout: std::time::Duration::from_secs(1),
+    };
+    let (mut a, mut b) = (Engine::new(cfg.clone()), Engine::new(cfg));
+    a.connect(1, &[], None);
+    let now = Instant::now();
+    let pipe = |from: &mut Engine, to: &mut Engine| {
+        let out = from.poll_transmit().to_vec();
+        from.advance_transmit(out.len());
+        to.handle_input(now, &out);
+    };
+    let req = a.poll_transmit().to_vec();
+    a.advance_transmit(req.len());
+    b.accept(std::time::Duration::from_secs(1), &[]);
+    pipe(&mut b, &mut a);
+    pipe(&mut a, &mut b);
+    while a.poll_event().is_some() || b.poll_event().is_some() {}
+    let send_segs = seg(0);
+    let recv_segs = seg(8);
+    let mut buf = Vec::with_capacity(4096);
+    c.bench_function("engine send+recv+ack 8B", |bch| {
+        bch.iter(|| {
+            b.post(WorkRequest {
+                op: PostOp::Recv,
+                segs: recv_segs.clone(),
+                cookie: Cookie(1),
+                flags: CompletionFlags::DEFAULT,
+            });
+            a.post(WorkRequest {
+                op: PostOp::Send,
+                segs: send_segs.clone(),
+                cookie: Cookie(2),
+                flags: CompletionFlags::DEFAULT,
+            });
+            buf.clear();
+            buf.extend_from_slice(a.poll_transmit());
+            a.advance_transmit(buf.len());
+            b.handle_input(now, &buf);
+            buf.clear();
+            buf.extend_from_slice(b.poll_transmit());
+            b.advance_transmit(buf.len());
+            a.handle_input(now, &buf);
+            black_box((a.poll_event(), b.poll_event()))
+        })
+    });
+}
+
+fn loopback_pingpong(c: &mut Criterion) {
+    let text = "version = 1\n[[ia]]\nname = \"t\"\nprovider = \"tcp\"\nparams = { address = \"127.0.0.1\" }\n";
+    let cfg = parse_toml(text, Source::Embedded, &["tcp"]).unwrap();
+    let reg = dat::Registry::new(cfg, vec![Arc::new(TcpProvider::new())]);
+    let t = Timeout::from_duration(std::time::Duration::from_secs(10));
+    let mk = || {
+        let ia = reg.open_ia(Some("t"), 8).unwrap();
+        let pz = ia.create_pz().unwrap();
+        let dto = ia.create_evd(64, EvdFlags::DTO, None).unwrap();
+        let conn = ia.create_evd(8, EvdFlags::CONNECTION, None).unwrap();
+        let cr = ia.create_evd(8, EvdFlags::CR, None).unwrap();
+        let ep = ia
+            .create_ep(&EpParams {
+                pz: Some(&pz),
+                recv_evd: Some(&dto),
+                request_evd: Some(&dto),
+                connect_evd: Some(&conn),
+                srq: None,
+                attr: None,
+            })
+            .unwrap();
+        let lmr = pz.alloc(64, MemPriv::ALL).unwrap();
+        (ia, pz, dto, conn, cr, ep, lmr)
+    };
+    let a = mk();
+    let b = mk();
+    let b_target = b.1.alloc(1 << 20, MemPriv::ALL).unwrap();
+    let sp = b.0.create_psp_any(&b.4, PspFlags::Consumer).unwrap();
+    a.5.connect(
+        b.0.attr().ia_address,
+        sp.conn_qual(),
+        t,
+        &[],
+        Qos::BestEffort,
+        ConnectFlags::Default,
+    )
+    .unwrap();
+    let (ev, _) = b.4.wait(t, 1).unwrap();
+    let EventData::ConnectionRequest { cr, .. } = ev.data else {
+        panic!("no CR")
+    };
+    b.0.cr(cr).unwrap().accept(Some(&b.5), &[]).unwrap();
+    a.3.wait(t, 1).unwrap();
+    b.3.wait(t, 1).unwrap();
+    // B echoes every message on a thread that polls its EVD.
+    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let stop2 = stop.clone();
+    b.5.post_recv(&[b.6.triplet(0, 8)], Cookie(0), CompletionFlags::DEFAULT)
+        .unwrap();
+    let echo = std::thread::spawn(move || {
+        let (_ia, _pz, dto, _c, _cr, ep, lmr) = b;
+        while !stop2.load(std::sync::atomic::Ordering::Relaxed) {
+            let Ok(ev) = dto.dequeue() else { continue };
+            if let EventData::Dto(c) = ev.data
+                && c.operation == dat::types::DtoOp::Receive
+            {
+                ep.post_recv(&[lmr.triplet(0, 8)], Cookie(0), CompletionFlags::DEFAULT)
+                    .unwrap();
+                ep.post_send(&[lmr.triplet(8, 8)], Cookie(1), CompletionFlags::SUPPRESS)
+                    .unwrap();
+            }
+        }
+    });
+    c.bench_function("loopback 8B ping-pong (polled, round trip)", |bch| {
+        bch.iter(|| {
+            a.5.post_recv(&[a.6.triplet(0, 8)], Cookie(0), CompletionFlags::DEFAULT).unwrap();
+            a.5.post_send(&[a.6.triplet(8, 8)], Cookie(1), CompletionFlags::SUPPRESS).unwrap();
+            loop {
+                if let Ok(ev) = a.2.dequeue()
+                    && matches!(ev.data, EventData::Dto(c) if c.operation == dat::types::DtoOp::Receive)
+                {
+                    break;
+                }
+            }
+        })
+    });
+    // 1 MiB RDMA writes, eight in flight, completions polled.
+    let src = a.1.alloc(1 << 20, MemPriv::ALL).unwrap();
+    let mut g = c.benchmark_group("stream");
+    g.throughput(criterion::Throughput::Bytes(1 << 20));
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    echo.join().unwrap();
+    let remote = b_target.rmr_triplet(0, 1 << 20);
+    let mut inflight = 0u32;
+    let mut cookie = 0u64;
+    g.bench_function("loopback 1MiB rdma write", |bch| {
+        bch.iter(|| {
+            while inflight < 8 {
+                a.5.post_rdma_write(
+                    &[src.triplet(0, 1 << 20)],
+                    Cookie(cookie),
+                    remote,
+                    CompletionFlags::DEFAULT,
+                )
+                .unwrap();
+                cookie += 1;
+                inflight += 1;
+            }
+            loop {
+                if a.2.dequeue().is_ok() {
+                    inflight -= 1;
+                    break;
+                }
+            }
+        })
+    });
+    g.finish();
+}
+
+criterion_group!(benches, engine_pair, loopback_pingpong);
+criterion_main!(benches);

@@ -1,0 +1,60 @@
+//! Who moves the bytes: the driver thread or the application.
+//!
+//! While an application thread keeps calling `progress` (an EVD waiter spinning, a polling
+//! loop), it reads and executes incoming frames itself. A driver thread woken for the same
+//! bytes would only cost a wake-up (tens of microseconds on these VMs) and contend for the
+//! endpoint's lock, so when the driver is woken while the application is polling it steps
+//! back: it takes the endpoint's socket out of the poller and only checks every
+//! [`CHECK`] whether the application still polls. When it stops (it went to sleep in the
+//! kernel, or does something else), the driver takes every socket back and executes what
+//! arrived meanwhile, so one-sided operations are always served.
+
+use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
+
+use mio::Interest;
+
+use super::{EpConn, Pump, Shared, lock, read};
+
+/// How often a stepped-back driver checks that the application still polls.
+pub(crate) const CHECK: Duration = Duration::from_micros(100);
+/// An application that called `progress` this recently is polling.
+const POLLING: Duration = Duration::from_micros(30);
+
+impl Shared {
+    /// True if an application thread called `progress` within [`POLLING`] of `now`.
+    pub(super) fn app_polling(&self, now: Instant) -> bool {
+        let last = self.last_progress.load(Ordering::Relaxed);
+        last != 0 && self.nanos(now).saturating_sub(last) < POLLING.as_nanos() as u64
+    }
+
+    /// Takes the endpoint's socket out of the poller (unless it is still connecting).
+    pub(super) fn step_back(&self, ep: &EpConn) {
+        let mut io = lock(&ep.io);
+        if io.registered && !io.connecting {
+            if let Some(s) = io.sock.as_mut() {
+                let _ = self.registry.deregister(s);
+            }
+            io.registered = false;
+        }
+    }
+
+    /// Puts every socket back into the poller and executes what arrived meanwhile.
+    pub(super) fn take_over(&self, now: Instant) {
+        let eps = read(&self.snapshot).clone();
+        for ep in eps.iter() {
+            self.with_io(ep, |sh, io| {
+                if !io.registered {
+                    if let Some(s) = io.sock.as_mut() {
+                        let interest = Interest::READABLE | Interest::WRITABLE;
+                        if sh.registry.register(s, ep.token, interest).is_err() {
+                            let _ = sh.registry.reregister(s, ep.token, interest);
+                        }
+                    }
+                    io.registered = true;
+                }
+                sh.pump(io, now, Pump::Serve);
+            });
+        }
+    }
+}

@@ -1,0 +1,591 @@
+//! The sans-IO protocol engine of one connection (one endpoint), in the style of
+//! `quinn-proto`: the driver feeds it bytes ([`Engine::handle_input`]), transport failures
+//! ([`Engine::handle_transport_error`]) and the time ([`Engine::handle_timeout`]), and drains
+//! bytes to send ([`Engine::poll_transmit`]), facts to report ([`Engine::poll_event`]) and
+//! the next deadline ([`Engine::poll_timeout`]). It never touches a socket or a clock, so it
+//! is tested in memory with a virtual clock.
+//!
+//! # Protocol
+//! * Active side: [`Engine::connect`] queues a `ConnReq`; an `Accept` gives
+//!   `Established { private_data }` and queues `Rtu`; a `Reject` gives `PeerRejected`.
+//! * Passive side: the driver reads the `ConnReq` of a new socket with [`parse_request`];
+//!   [`Engine::accept`] queues `Accept`; the `Rtu` gives `Established`.
+//! * Requests (send, RDMA write, RDMA read) get message sequence numbers (MSN) from 1. The
+//!   target executes them in order and acknowledges cumulatively in the header of every frame
+//!   it sends (a bare `Ack` only when it has nothing else to send). A send or RDMA write
+//!   completes when acknowledged, an RDMA read when its response has arrived; completions
+//!   are reported in posting order.
+//! * A send that finds no receive posted at the target waits there (the target stops
+//!   reading that connection: back-pressure, nothing dropped) for up to the requester's
+//!   receiver-not-ready timeout, then the target answers `Nak(RECEIVER_NOT_READY)`.
+//! * Errors at the target (`LOCAL_LENGTH` on a receive that is too small, protection
+//!   failures of an incoming RDMA checked with [`MemTable::remote`] before any byte is
+//!   touched) are reported locally, answered with a `Nak` carrying the requester's status, and
+//!   break both sides.
+//! * A malformed frame, an unexpected frame or a lost socket breaks the connection; the
+//!   engine then reports the terminal fact and flushes everything outstanding, requests
+//!   first, then receives, each in posting order.
+//!
+//! [`MemTable::remote`]: dat_core::mem::MemTable::remote
+
+use std::collections::VecDeque;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use dat_core::mem::Segment;
+use dat_core::provider::{CmFact, Completion, SharedMemTable, WorkRequest};
+use dat_core::types::{DtoStatus, PzId};
+
+use crate::wire::{Decoded, Frame, WireError};
+
+mod data;
+
+/// A shared receive queue as engines see it: receives in posting order.
+pub type SharedSrq = Arc<Mutex<VecDeque<WorkRequest>>>;
+
+/// What an engine reports.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Event {
+    /// A DTO completed (successfully, with an error, or flushed).
+    Completion(Completion),
+    /// A connection fact.
+    Cm(CmFact),
+}
+
+/// How the byte stream under a connection failed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TransportError {
+    /// Nobody listens at the address (`ECONNREFUSED`).
+    Refused,
+    /// No route to the address (`ENETUNREACH`, `EHOSTUNREACH`).
+    Unreachable,
+    /// The peer closed the stream without a `Disconnect`, or it reset.
+    Lost,
+}
+
+/// What the engine needs of its endpoint.
+#[derive(Clone)]
+pub struct EngineConfig {
+    /// The IA's memory table (target-side checks of incoming RDMA).
+    pub mem: SharedMemTable,
+    /// The endpoint's protection zone.
+    pub pz: Option<PzId>,
+    /// The shared receive queue the endpoint takes receives from, if any.
+    pub srq: Option<SharedSrq>,
+    /// How long our sends may wait at the peer for a receive (sent to the peer, which
+    /// enforces it).
+    pub rnr_timeout: Duration,
+}
+
+/// A connection request read from a new passive socket.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct IncomingRequest {
+    /// The qualifier the requester asked for.
+    pub qual: u64,
+    /// The requester's receiver-not-ready timeout.
+    pub rnr_timeout: Duration,
+    /// The requester's private data.
+    pub private_data: Box<[u8]>,
+}
+
+/// Reads the connection request at the start of a new passive socket's bytes. Returns the
+/// request and the bytes it used, or `Ok(None)` until it is complete.
+///
+/// # Errors
+/// [`WireError`] for malformed bytes or any other first frame: the driver drops the socket.
+pub fn parse_request(input: &[u8]) -> Result<Option<(IncomingRequest, usize)>, WireError> {
+    match Frame::parse(input)? {
+        None => Ok(None),
+        Some(Decoded {
+            frame:
+                Frame::ConnReq {
+                    rnr_timeout_ms,
+                    qual,
+                    private_data,
+                },
+            len,
+            ..
+        }) => Ok(Some((
+            IncomingRequest {
+                qual,
+                rnr_timeout: Duration::from_millis(u64::from(rnr_timeout_ms)),
+                private_data: private_data.into(),
+            },
+            len,
+        ))),
+        Some(d) => Err(WireError::Kind(d.frame.kind() as u8)),
+    }
+}
+
+/// Encodes a reject (sent by the driver on a passive socket that never became an engine's).
+pub fn encode_reject(private_data: &[u8], out: &mut Vec<u8>) {
+    Frame::Reject { private_data }.emit(0, out);
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum State {
+    /// No connection (new, reset, rejected, timed out).
+    Idle,
+    /// Active: `ConnReq` queued or sent, waiting for the answer.
+    Connecting { deadline: Option<Instant> },
+    /// Passive: `Accept` queued or sent, waiting for `Rtu`.
+    Accepting,
+    /// Data flows.
+    Connected,
+    /// Terminal: the fact was reported and everything flushed; only queued bytes still go
+    /// out (a `Nak` or a `Disconnect`).
+    Closed,
+}
+
+/// A request of ours, from post to completion.
+struct Pending {
+    msn: u32,
+    wr: WorkRequest,
+    len: u32,
+    /// RDMA read: bytes of the response placed so far; `done` once complete.
+    read_pos: u32,
+    done: bool,
+}
+
+/// The message being received from the peer, piece by piece.
+enum RxCur {
+    Send {
+        msn: u32,
+        recv: WorkRequest,
+        total: u32,
+        pos: u32,
+    },
+    Write {
+        msn: u32,
+        seg: Option<Segment>,
+        total: u32,
+        pos: u32,
+    },
+}
+
+/// An RDMA read we answer, piece by piece.
+struct ReadResp {
+    msn: u32,
+    seg: Option<Segment>,
+    total: u32,
+    pos: u32,
+}
+
+/// How far [`Engine::handle_input`] may go.
+enum Flow {
+    Next,
+    Park,
+    Stop,
+}
+
+/// Bytes of queued frames above which the engine stops generating data frames.
+const TX_HIGH_WATER: usize = 256 * 1024;
+/// In delayed-ack mode, a bare `Ack` goes out once this many requests wait for it...
+const ACK_EVERY: u32 = 8;
+/// ...or once the oldest has waited this long.
+const ACK_DELAY: Duration = Duration::from_micros(20);
+
+/// The protocol state of one endpoint's connection.
+pub struct Engine {
+    cfg: EngineConfig,
+    state: State,
+    events: VecDeque<Event>,
+    tx: Vec<u8>,
+    tx_pos: usize,
+    /// Receives posted on the endpoint (not used with an SRQ), in posting order.
+    recvs: VecDeque<WorkRequest>,
+    // Requester.
+    outstanding: VecDeque<Pending>,
+    next_msn: u32,
+    /// Index in `outstanding` of the next request to transmit, and bytes of it sent.
+    tx_idx: usize,
+    tx_off: u32,
+    /// MSN of the last request fully transmitted, and the peer's cumulative ack.
+    last_sent: u32,
+    peer_acked: u32,
+    // Responder.
+    peer_rnr: Duration,
+    processed: u32,
+    ack_sent: u32,
+    rx_cur: Option<RxCur>,
+    responses: VecDeque<ReadResp>,
+    rnr_deadline: Option<Instant>,
+    parked_msn: Option<u32>,
+    /// When the oldest unacknowledged executed request must be acknowledged (delayed mode).
+    ack_due: Option<Instant>,
+    /// `None`: bare acks go out at once; `Some(now)`: delayed-ack mode at time `now`.
+    ack_clock: Option<Instant>,
+}
+
+impl Engine {
+    /// An idle engine.
+    pub fn new(cfg: EngineConfig) -> Engine {
+        Engine {
+            cfg,
+            state: State::Idle,
+            events: VecDeque::new(),
+            tx: Vec::with_capacity(4096),
+            tx_pos: 0,
+            recvs: VecDeque::new(),
+            outstanding: VecDeque::new(),
+            next_msn: 1,
+            tx_idx: 0,
+            tx_off: 0,
+            last_sent: 0,
+            peer_acked: 0,
+            peer_rnr: Duration::ZERO,
+            processed: 0,
+            ack_sent: 0,
+            rx_cur: None,
+            responses: VecDeque::new(),
+            rnr_deadline: None,
+            parked_msn: None,
+            ack_due: None,
+            ack_clock: None,
+        }
+    }
+
+    /// Chooses how bare acknowledgements go out. `None` (the default): as soon as there is
+    /// something to acknowledge. `Some(now)`: only piggy-backed on other frames, unless
+    /// [`ACK_EVERY`] requests wait or the oldest has waited [`ACK_DELAY`] at `now`. An
+    /// application thread that polls uses the delayed mode (its reply usually carries the
+    /// ack); the driver thread acknowledges at once, so an ack is never held indefinitely.
+    pub fn set_ack_clock(&mut self, clock: Option<Instant>) {
+        self.ack_clock = clock;
+    }
+
+    /// Changes the protection zone and SRQ (`dat_ep_modify`, only while unconnected).
+    pub fn set_binding(&mut self, pz: Option<PzId>, srq: Option<SharedSrq>) {
+        self.cfg.pz = pz;
+        self.cfg.srq = srq;
+    }
+
+    /// True while a connection is being set up or is up.
+    pub fn is_active(&self) -> bool {
+        matches!(
+            self.state,
+            State::Connecting { .. } | State::Accepting | State::Connected
+        )
+    }
+
+    /// True when the connection is up.
+    pub fn is_connected(&self) -> bool {
+        self.state == State::Connected
+    }
+
+    /// True when the engine has no connection any more (or never had one): the driver
+    /// closes the socket once [`Engine::poll_transmit`] is empty.
+    pub fn is_closed(&self) -> bool {
+        matches!(self.state, State::Idle | State::Closed)
+    }
+
+    /// True while an incoming send waits for a receive (the driver stops reading).
+    pub fn is_parked(&self) -> bool {
+        self.parked_msn.is_some()
+    }
+
+    /// Returns an endpoint to its initial state for a new connection (`dat_ep_reset`). Queued
+    /// bytes are dropped; receives posted since are kept.
+    pub fn reset(&mut self) {
+        let recvs = std::mem::take(&mut self.recvs);
+        let events = std::mem::take(&mut self.events);
+        let mut tx = std::mem::take(&mut self.tx);
+        tx.clear();
+        *self = Engine::new(self.cfg.clone());
+        self.recvs = recvs;
+        self.events = events;
+        self.tx = tx;
+    }
+
+    /// Starts an active connection: queues the request. `deadline` is the consumer's
+    /// timeout (`None`: infinite).
+    pub fn connect(&mut self, qual: u64, private_data: &[u8], deadline: Option<Instant>) {
+        self.state = State::Connecting { deadline };
+        let rnr_timeout_ms = duration_ms(self.cfg.rnr_timeout);
+        Frame::ConnReq {
+            rnr_timeout_ms,
+            qual,
+            private_data,
+        }
+        .emit(0, &mut self.tx);
+    }
+
+    /// Accepts a request read with [`parse_request`] on this engine's endpoint: queues the
+    /// accept; `Established` follows the requester's `Rtu`.
+    pub fn accept(&mut self, peer_rnr: Duration, private_data: &[u8]) {
+        self.state = State::Accepting;
+        self.peer_rnr = peer_rnr;
+        Frame::Accept {
+            rnr_timeout_ms: duration_ms(self.cfg.rnr_timeout),
+            private_data,
+        }
+        .emit(0, &mut self.tx);
+    }
+
+    /// Tears the connection down (graceful and abrupt alike): a connected engine queues a
+    /// `Disconnect` after the frames already queued; every state reports `Disconnected` and
+    /// flushes what is outstanding. Completions that succeeded were reported before.
+    pub fn disconnect(&mut self) {
+        if matches!(self.state, State::Accepting | State::Connected) {
+            Frame::Disconnect.emit(self.processed, &mut self.tx);
+        } else {
+            self.drop_tx();
+        }
+        self.terminate(CmFact::Disconnected);
+    }
+
+    /// Posts a work request. Receives are kept in every state until a connection takes
+    /// them (and flushed once it is closed); requests are queued when connected and
+    /// flushed otherwise.
+    pub fn post(&mut self, wr: WorkRequest) {
+        match wr.op {
+            dat_core::provider::PostOp::Recv => {
+                if self.state == State::Closed {
+                    self.flush_one(&wr);
+                } else {
+                    self.recvs.push_back(wr);
+                }
+            }
+            _ if self.state != State::Connected => self.flush_one(&wr),
+            _ => {
+                let len = u32::try_from(wr.len()).unwrap_or(u32::MAX);
+                let msn = self.next_msn;
+                self.next_msn = self.next_msn.wrapping_add(1);
+                self.outstanding.push_back(Pending {
+                    msn,
+                    wr,
+                    len,
+                    read_pos: 0,
+                    done: false,
+                });
+            }
+        }
+    }
+
+    /// Feeds bytes read from the socket. Returns how many were used: whole frames only,
+    /// and none past a send that waits for a receive ([`Engine::is_parked`]) or past the
+    /// end of the connection. The caller keeps the rest and offers it again later.
+    pub fn handle_input(&mut self, now: Instant, input: &[u8]) -> usize {
+        let mut used = 0;
+        while !self.is_closed() {
+            let rest = input.get(used..).unwrap_or_default();
+            match Frame::parse(rest) {
+                Ok(None) => break,
+                Err(e) => {
+                    self.protocol_error(&e);
+                    break;
+                }
+                Ok(Some(d)) => match self.handle_frame(now, d.frame, d.ack) {
+                    Flow::Next => used += d.len,
+                    Flow::Park => break,
+                    Flow::Stop => {
+                        used += d.len;
+                        break;
+                    }
+                },
+            }
+        }
+        used
+    }
+
+    /// Handles one decoded frame with its header's acknowledgement.
+    fn handle_frame(&mut self, now: Instant, frame: Frame<'_>, ack: u32) -> Flow {
+        match (self.state, frame) {
+            (
+                State::Connecting { .. },
+                Frame::Accept {
+                    rnr_timeout_ms,
+                    private_data,
+                },
+            ) => {
+                self.peer_rnr = Duration::from_millis(u64::from(rnr_timeout_ms));
+                self.state = State::Connected;
+                Frame::Rtu.emit(0, &mut self.tx);
+                self.events.push_back(Event::Cm(CmFact::Established {
+                    private_data: private_data.into(),
+                }));
+                Flow::Next
+            }
+            (State::Connecting { .. }, Frame::Reject { private_data }) => {
+                self.state = State::Idle;
+                self.drop_tx();
+                self.events.push_back(Event::Cm(CmFact::PeerRejected {
+                    private_data: private_data.into(),
+                }));
+                Flow::Stop
+            }
+            (State::Accepting, Frame::Rtu) => {
+                self.state = State::Connected;
+                self.events.push_back(Event::Cm(CmFact::Established {
+                    private_data: Box::default(),
+                }));
+                Flow::Next
+            }
+            (State::Connected, f) => {
+                if let Err(e) = self.on_ack(ack) {
+                    self.protocol_error(&e);
+                    return Flow::Stop;
+                }
+                match self.handle_data(now, f) {
+                    Ok(flow) => flow,
+                    Err(e) => {
+                        self.protocol_error(&e);
+                        Flow::Stop
+                    }
+                }
+            }
+            (_, f) => {
+                self.protocol_error(&WireError::Kind(f.kind() as u8));
+                Flow::Stop
+            }
+        }
+    }
+
+    /// The stream under the connection failed.
+    pub fn handle_transport_error(&mut self, err: TransportError) {
+        match (self.state, err) {
+            (State::Connecting { .. }, TransportError::Unreachable) => {
+                self.fail_connect(CmFact::Unreachable);
+            }
+            (State::Connecting { .. }, _) => self.fail_connect(CmFact::NonPeerRejected),
+            (State::Accepting, _) => {
+                self.drop_tx();
+                self.terminate(CmFact::AcceptCompletionError);
+            }
+            (State::Connected, _) => {
+                self.drop_tx();
+                self.terminate(CmFact::Broken);
+            }
+            (State::Idle | State::Closed, _) => self.drop_tx(),
+        }
+    }
+
+    /// Fires the deadlines that `now` has reached: the consumer's connect timeout
+    /// (`TimedOut`) and the receiver-not-ready timeout of a waiting incoming send.
+    pub fn handle_timeout(&mut self, now: Instant) {
+        if let State::Connecting { deadline: Some(d) } = self.state
+            && now >= d
+        {
+            self.fail_connect(CmFact::TimedOut);
+        }
+        if let (Some(d), Some(msn)) = (self.rnr_deadline, self.parked_msn)
+            && now >= d
+            && self.state == State::Connected
+        {
+            tracing::debug!(msn, "receiver not ready: no receive posted in time");
+            self.nak_and_break(msn, DtoStatus::ReceiverNotReady);
+        }
+    }
+
+    /// The next deadline, if any.
+    pub fn poll_timeout(&self) -> Option<Instant> {
+        let connect = match self.state {
+            State::Connecting { deadline } => deadline,
+            _ => None,
+        };
+        let rnr = self.rnr_deadline.filter(|_| self.state == State::Connected);
+        match (connect, rnr) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
+    }
+
+    /// The next fact to report.
+    pub fn poll_event(&mut self) -> Option<Event> {
+        self.events.pop_front()
+    }
+
+    /// Bytes to write to the socket (empty when there are none). Generates data frames up
+    /// to a high-water mark; call [`Engine::advance_transmit`] with what was written.
+    pub fn poll_transmit(&mut self) -> &[u8] {
+        if self.state == State::Connected {
+            self.fill_tx();
+        }
+        self.tx.get(self.tx_pos..).unwrap_or_default()
+    }
+
+    /// True if [`Engine::poll_transmit`] would return bytes.
+    pub fn wants_transmit(&self) -> bool {
+        self.tx_pos < self.tx.len()
+            || (self.state == State::Connected
+                && (self.tx_idx < self.outstanding.len()
+                    || !self.responses.is_empty()
+                    || self.bare_ack_due()))
+    }
+
+    /// Marks `n` bytes of [`Engine::poll_transmit`] as written.
+    pub fn advance_transmit(&mut self, n: usize) {
+        self.tx_pos = self.tx_pos.saturating_add(n).min(self.tx.len());
+        if self.tx_pos == self.tx.len() {
+            self.tx.clear();
+            self.tx_pos = 0;
+        } else if self.tx_pos > TX_HIGH_WATER {
+            self.tx.drain(..self.tx_pos);
+            self.tx_pos = 0;
+        }
+    }
+
+    fn drop_tx(&mut self) {
+        self.tx.clear();
+        self.tx_pos = 0;
+    }
+
+    fn fail_connect(&mut self, fact: CmFact) {
+        self.state = State::Idle;
+        self.drop_tx();
+        self.events.push_back(Event::Cm(fact));
+    }
+
+    fn protocol_error(&mut self, e: &WireError) {
+        tracing::warn!(error = %e, state = ?self.state, "malformed or unexpected frame from the peer");
+        self.handle_transport_error(TransportError::Lost);
+    }
+
+    /// Queues a `Nak` for the peer's request `msn` and breaks the connection.
+    fn nak_and_break(&mut self, msn: u32, status: DtoStatus) {
+        Frame::Nak {
+            msn,
+            status: status as u32,
+        }
+        .emit(self.processed, &mut self.tx);
+        self.terminate(CmFact::Broken);
+    }
+
+    /// Reports `fact` and flushes everything outstanding: requests in posting order, then
+    /// the receive being filled, then the posted receives.
+    fn terminate(&mut self, fact: CmFact) {
+        self.state = State::Closed;
+        self.rnr_deadline = None;
+        self.parked_msn = None;
+        self.responses.clear();
+        self.events.push_back(Event::Cm(fact));
+        for p in std::mem::take(&mut self.outstanding) {
+            self.flush_one(&p.wr);
+        }
+        self.tx_idx = 0;
+        self.tx_off = 0;
+        if let Some(RxCur::Send { recv, .. }) = self.rx_cur.take() {
+            self.flush_one(&recv);
+        }
+        for wr in std::mem::take(&mut self.recvs) {
+            self.flush_one(&wr);
+        }
+    }
+
+    fn flush_one(&mut self, wr: &WorkRequest) {
+        self.events
+            .push_back(Event::Completion(wr.completion(DtoStatus::Flushed, 0)));
+    }
+}
+
+fn duration_ms(d: Duration) -> u32 {
+    u32::try_from(d.as_millis()).unwrap_or(u32::MAX)
+}
+
+/// `a <= b` in wrapping sequence space.
+fn seq_le(a: u32, b: u32) -> bool {
+    b.wrapping_sub(a) < 1 << 31
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,496 @@
+//! The data path of the engine: transmitting our requests and read responses, executing the
+//! peer's requests, acknowledgements and completions.
+
+use std::time::Instant;
+
+use dat_core::mem::{Segment, gather_at, scatter_at};
+use dat_core::provider::{CmFact, PostOp, WorkRequest};
+use dat_core::types::{CompletionFlags, DtoStatus, MemPriv};
+
+use super::{
+    ACK_DELAY, ACK_EVERY, Engine, Event, Flow, Pending, ReadResp, RxCur, TX_HIGH_WATER, seq_le,
+};
+use crate::wire::{DataHeader, FIRST, Frame, LAST, MAX_CHUNK, SOLICITED, WireError};
+
+fn bad(what: &'static str) -> WireError {
+    WireError::Field(what)
+}
+
+/// Flags of the piece `pos..pos+n` of a message of `total` bytes.
+fn piece_flags(pos: u32, n: u32, total: u32) -> u8 {
+    let mut f = 0;
+    if pos == 0 {
+        f |= FIRST;
+    }
+    if pos.saturating_add(n) >= total {
+        f |= LAST;
+    }
+    f
+}
+
+impl Engine {
+    /// Applies the peer's cumulative acknowledgement.
+    pub(super) fn on_ack(&mut self, ack: u32) -> Result<(), WireError> {
+        if ack == self.peer_acked {
+            return Ok(());
+        }
+        if !seq_le(self.peer_acked, ack) || !seq_le(ack, self.last_sent) {
+            return Err(bad("acknowledgement of a request never sent"));
+        }
+        self.peer_acked = ack;
+        self.complete_front();
+        Ok(())
+    }
+
+    /// Reports, in posting order, every request at the front that has finished.
+    fn complete_front(&mut self) {
+        while let Some(p) = self.outstanding.front() {
+            let finished = if matches!(p.wr.op, PostOp::RdmaRead(_)) {
+                p.done
+            } else {
+                self.tx_idx > 0 && seq_le(p.msn, self.peer_acked)
+            };
+            if !finished {
+                break;
+            }
+            if let Some(p) = self.outstanding.pop_front() {
+                self.tx_idx = self.tx_idx.saturating_sub(1);
+                self.events.push_back(Event::Completion(
+                    p.wr.completion(DtoStatus::Success, p.len),
+                ));
+            }
+        }
+    }
+
+    /// Handles a frame while connected.
+    pub(super) fn handle_data(&mut self, now: Instant, f: Frame<'_>) -> Result<Flow, WireError> {
+        match f {
+            Frame::Send {
+                msn,
+                total,
+                flags,
+                payload,
+            } => self.on_send(now, msn, total, flags, payload),
+            Frame::RdmaWrite {
+                msn,
+                total,
+                rkey,
+                addr,
+                flags,
+                payload,
+            } => self.on_write(now, msn, total, rkey, addr, flags, payload),
+            Frame::ReadReq {
+                msn,
+                len,
+                rkey,
+                addr,
+            } => {
+                self.expect_new(msn)?;
+                let seg = match self.check_remote(rkey, addr, len, MemPriv::REMOTE_READ) {
+                    Ok(seg) => seg,
+                    Err(status) => {
+                        self.nak_and_break(msn, status);
+                        return Ok(Flow::Stop);
+                    }
+                };
+                self.responses.push_back(ReadResp {
+                    msn,
+                    seg,
+                    total: len,
+                    pos: 0,
+                });
+                self.executed(msn, now);
+                Ok(Flow::Next)
+            }
+            Frame::ReadResp {
+                msn,
+                total,
+                flags,
+                payload,
+            } => self.on_read_resp(msn, total, flags, payload),
+            Frame::Ack | Frame::Keepalive => Ok(Flow::Next),
+            Frame::Nak { msn, status } => {
+                self.on_nak(msn, status)?;
+                Ok(Flow::Stop)
+            }
+            Frame::Disconnect => {
+                self.drop_tx();
+                self.terminate(CmFact::Disconnected);
+                Ok(Flow::Stop)
+            }
+            Frame::ConnReq { .. } | Frame::Accept { .. } | Frame::Reject { .. } | Frame::Rtu => {
+                Err(WireError::Kind(f.kind() as u8))
+            }
+        }
+    }
+
+    /// A new request must carry the next MSN and start no message inside another.
+    fn expect_new(&self, msn: u32) -> Result<(), WireError> {
+        if self.rx_cur.is_some() {
+            return Err(bad("new request inside a message"));
+        }
+        if msn != self.processed.wrapping_add(1) {
+            return Err(bad("request out of sequence"));
+        }
+        Ok(())
+    }
+
+    /// Checks an incoming RDMA against the memory table; a zero-length one touches nothing
+    /// and needs no key (as on InfiniBand).
+    fn check_remote(
+        &self,
+        rkey: u32,
+        addr: u64,
+        len: u32,
+        need: MemPriv,
+    ) -> Result<Option<Segment>, DtoStatus> {
+        if len == 0 {
+            return Ok(None);
+        }
+        let pz = self.cfg.pz.ok_or(DtoStatus::RemoteAccess)?;
+        let mem = self
+            .cfg
+            .mem
+            .read()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        mem.remote(pz, rkey, addr, u64::from(len), need).map(Some)
+    }
+
+    fn take_recv(&mut self) -> Option<WorkRequest> {
+        match &self.cfg.srq {
+            Some(srq) => srq
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .pop_front(),
+            None => self.recvs.pop_front(),
+        }
+    }
+
+    fn on_send(
+        &mut self,
+        now: Instant,
+        msn: u32,
+        total: u32,
+        flags: u8,
+        payload: &[u8],
+    ) -> Result<Flow, WireError> {
+        let n = u32::try_from(payload.len()).map_err(|_| bad("piece length"))?;
+        if flags & FIRST != 0 {
+            self.expect_new(msn)?;
+            let Some(recv) = self.take_recv() else {
+                if self.parked_msn.is_none() {
+                    tracing::trace!(msn, "send waits for a receive");
+                    self.parked_msn = Some(msn);
+                    self.rnr_deadline = Some(now + self.peer_rnr);
+                }
+                return Ok(Flow::Park);
+            };
+            self.parked_msn = None;
+            self.rnr_deadline = None;
+            if u64::from(total) > recv.len() {
+                tracing::debug!(msn, total, room = recv.len(), "receive too small");
+                self.events.push_back(Event::Completion(
+                    recv.completion(DtoStatus::LocalLength, 0),
+                ));
+                self.nak_and_break(msn, DtoStatus::RemoteResponder);
+                return Ok(Flow::Stop);
+            }
+            scatter_at(&recv.segs, 0, payload);
+            self.rx_cur = Some(RxCur::Send {
+                msn,
+                recv,
+                total,
+                pos: 0,
+            });
+        }
+        let Some(RxCur::Send {
+            msn: cur,
+            total: t,
+            pos,
+            recv,
+        }) = &mut self.rx_cur
+        else {
+            return Err(bad("send piece without a first piece"));
+        };
+        if *cur != msn || *t != total {
+            return Err(bad("send piece of another message"));
+        }
+        if flags & FIRST == 0 {
+            scatter_at(&recv.segs, u64::from(*pos), payload);
+        }
+        self.advance_piece(n, total, flags)?;
+        if flags & LAST != 0 {
+            if let Some(RxCur::Send { recv, .. }) = self.rx_cur.take() {
+                let mut c = recv.completion(DtoStatus::Success, total);
+                if flags & SOLICITED != 0 {
+                    c.flags |= CompletionFlags::SOLICITED_WAIT;
+                }
+                self.events.push_back(Event::Completion(c));
+            }
+            self.executed(msn, now);
+        }
+        Ok(Flow::Next)
+    }
+
+    /// Advances the position of the message being received by a piece of `n` bytes, checking
+    /// that the pieces add up and that `LAST` marks exactly the end.
+    fn advance_piece(&mut self, n: u32, total: u32, flags: u8) -> Result<(), WireError> {
+        let pos = match &mut self.rx_cur {
+            Some(RxCur::Send { pos, .. } | RxCur::Write { pos, .. }) => pos,
+            None => return Err(bad("piece without a message")),
+        };
+        let end = pos.checked_add(n).filter(|&e| e <= total);
+        let Some(end) = end else {
+            return Err(bad("pieces exceed the message"));
+        };
+        if (end == total) != (flags & LAST != 0) {
+            return Err(bad("last piece flag"));
+        }
+        *pos = end;
+        Ok(())
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn on_write(
+        &mut self,
+        now: Instant,
+        msn: u32,
+        total: u32,
+        rkey: u32,
+        addr: u64,
+        flags: u8,
+        payload: &[u8],
+    ) -> Result<Flow, WireError> {
+        let n = u32::try_from(payload.len()).map_err(|_| bad("piece length"))?;
+        if flags & FIRST != 0 {
+            self.expect_new(msn)?;
+            // The whole range is checked before the first byte lands.
+            let seg = match self.check_remote(rkey, addr, total, MemPriv::REMOTE_WRITE) {
+                Ok(seg) => seg,
+                Err(status) => {
+                    self.nak_and_break(msn, status);
+                    return Ok(Flow::Stop);
+                }
+            };
+            self.rx_cur = Some(RxCur::Write {
+                msn,
+                seg,
+                total,
+                pos: 0,
+            });
+        }
+        let Some(RxCur::Write {
+            msn: cur,
+            total: t,
+            pos,
+            seg,
+        }) = &self.rx_cur
+        else {
+            return Err(bad("write piece without a first piece"));
+        };
+        if *cur != msn || *t != total {
+            return Err(bad("write piece of another message"));
+        }
+        if let Some(seg) = seg {
+            let at = usize::try_from(*pos).map_err(|_| bad("offset"))?;
+            seg.copy_from(at, payload)
+                .map_err(|_| bad("write piece outside the region"))?;
+        }
+        self.advance_piece(n, total, flags)?;
+        if flags & LAST != 0 {
+            self.rx_cur = None;
+            self.executed(msn, now);
+        }
+        Ok(Flow::Next)
+    }
+
+    fn on_read_resp(
+        &mut self,
+        msn: u32,
+        total: u32,
+        flags: u8,
+        payload: &[u8],
+    ) -> Result<Flow, WireError> {
+        let n = u32::try_from(payload.len()).map_err(|_| bad("piece length"))?;
+        let front = self.outstanding.front().map(|p| p.msn).unwrap_or(msn);
+        let idx = usize::try_from(msn.wrapping_sub(front)).map_err(|_| bad("msn"))?;
+        if idx >= self.tx_idx {
+            return Err(bad("response to a read never sent"));
+        }
+        let Some(p) = self.outstanding.get_mut(idx) else {
+            return Err(bad("response to an unknown read"));
+        };
+        if p.msn != msn || !matches!(p.wr.op, PostOp::RdmaRead(_)) || p.done || p.len != total {
+            return Err(bad("response does not match the read"));
+        }
+        if (flags & FIRST != 0) != (p.read_pos == 0) {
+            return Err(bad("first piece flag"));
+        }
+        let end = p.read_pos.checked_add(n).filter(|&e| e <= total);
+        let Some(end) = end else {
+            return Err(bad("response exceeds the read"));
+        };
+        if (end == total) != (flags & LAST != 0) {
+            return Err(bad("last piece flag"));
+        }
+        scatter_at(&p.wr.segs, u64::from(p.read_pos), payload);
+        p.read_pos = end;
+        if end == total {
+            p.done = true;
+            self.complete_front();
+        }
+        Ok(Flow::Next)
+    }
+
+    fn on_nak(&mut self, msn: u32, status: u32) -> Result<(), WireError> {
+        let status = DtoStatus::from_raw(status).ok_or(bad("nak status"))?;
+        let front = self.outstanding.front().map(|p| p.msn).unwrap_or(msn);
+        let idx = usize::try_from(msn.wrapping_sub(front)).map_err(|_| bad("msn"))?;
+        let started = self.tx_idx + usize::from(self.tx_off > 0);
+        if idx >= started {
+            return Err(bad("nak of a request never sent"));
+        }
+        // Everything before the failed request was executed by the target, in order.
+        for p in self.outstanding.drain(..idx).collect::<Vec<Pending>>() {
+            let status = if matches!(p.wr.op, PostOp::RdmaRead(_)) && !p.done {
+                DtoStatus::Flushed
+            } else {
+                DtoStatus::Success
+            };
+            let len = if status == DtoStatus::Success {
+                p.len
+            } else {
+                0
+            };
+            self.events
+                .push_back(Event::Completion(p.wr.completion(status, len)));
+        }
+        if let Some(p) = self.outstanding.pop_front() {
+            self.events
+                .push_back(Event::Completion(p.wr.completion(status, 0)));
+        }
+        self.drop_tx();
+        self.terminate(CmFact::Broken);
+        Ok(())
+    }
+
+    /// Queues frames up to the high-water mark: read responses first, then our requests in
+    /// order, then a bare acknowledgement if nothing carried it.
+    pub(super) fn fill_tx(&mut self) {
+        while self.tx.len() - self.tx_pos < TX_HIGH_WATER {
+            if let Some(r) = self.responses.front_mut() {
+                let n = (r.total - r.pos).min(MAX_CHUNK as u32);
+                let flags = piece_flags(r.pos, n, r.total);
+                DataHeader::ReadResp {
+                    msn: r.msn,
+                    total: r.total,
+                }
+                .emit(flags, n as usize, self.processed, &mut self.tx);
+                let start = self.tx.len();
+                self.tx.resize(start + n as usize, 0);
+                if let (Some(seg), Some(dst)) = (&r.seg, self.tx.get_mut(start..)) {
+                    let at = usize::try_from(r.pos).unwrap_or(usize::MAX);
+                    if seg.copy_to(at, dst).is_err() {
+                        tracing::error!("read response source out of range");
+                    }
+                }
+                r.pos += n;
+                if r.pos >= r.total {
+                    self.responses.pop_front();
+                }
+                self.acked_now();
+                continue;
+            }
+            let Some(p) = self.outstanding.get(self.tx_idx) else {
+                break;
+            };
+            let (msn, total, off) = (p.msn, p.len, self.tx_off);
+            let n = (total - off).min(MAX_CHUNK as u32);
+            let flags = piece_flags(off, n, total);
+            let header = match p.wr.op {
+                PostOp::Send => DataHeader::Send { msn, total },
+                PostOp::RdmaWrite(r) => DataHeader::RdmaWrite {
+                    msn,
+                    total,
+                    rkey: r.rmr_context,
+                    addr: r.virtual_address,
+                },
+                PostOp::RdmaRead(r) => {
+                    Frame::ReadReq {
+                        msn,
+                        len: total,
+                        rkey: r.rmr_context,
+                        addr: r.virtual_address,
+                    }
+                    .emit(self.processed, &mut self.tx);
+                    self.sent_request(msn);
+                    continue;
+                }
+                PostOp::Recv => {
+                    // Never queued here; drop defensively.
+                    self.tx_idx += 1;
+                    continue;
+                }
+            };
+            let flags = if matches!(header, DataHeader::Send { .. })
+                && p.wr.flags.contains(CompletionFlags::SOLICITED_WAIT)
+            {
+                flags | SOLICITED
+            } else {
+                flags
+            };
+            header.emit(flags, n as usize, self.processed, &mut self.tx);
+            let start = self.tx.len();
+            self.tx.resize(start + n as usize, 0);
+            if let Some(dst) = self.tx.get_mut(start..) {
+                gather_at(&p.wr.segs, u64::from(off), dst);
+            }
+            if off + n >= total {
+                self.sent_request(msn);
+            } else {
+                self.tx_off = off + n;
+                self.acked_now();
+            }
+        }
+        if self.bare_ack_due() {
+            Frame::Ack.emit(self.processed, &mut self.tx);
+            self.acked_now();
+        }
+    }
+
+    /// The peer's request `msn` has been executed: it will be acknowledged.
+    fn executed(&mut self, msn: u32, now: Instant) {
+        self.processed = msn;
+        if self.ack_due.is_none() {
+            self.ack_due = Some(now + ACK_DELAY);
+        }
+    }
+
+    /// Every frame we queue carries the acknowledgement.
+    fn acked_now(&mut self) {
+        self.ack_sent = self.processed;
+        self.ack_due = None;
+    }
+
+    /// True if a bare `Ack` must go out now: always in immediate mode; in delayed mode once
+    /// [`ACK_EVERY`] requests wait for it or the oldest has waited [`ACK_DELAY`].
+    pub(super) fn bare_ack_due(&self) -> bool {
+        if self.processed == self.ack_sent {
+            return false;
+        }
+        match self.ack_clock {
+            None => true,
+            Some(now) => {
+                self.processed.wrapping_sub(self.ack_sent) >= ACK_EVERY
+                    || self.ack_due.is_some_and(|d| now >= d)
+            }
+        }
+    }
+
+    fn sent_request(&mut self, msn: u32) {
+        self.tx_idx += 1;
+        self.tx_off = 0;
+        self.last_sent = msn;
+        self.acked_now();
+    }
+}

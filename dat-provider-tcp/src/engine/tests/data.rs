@@ -1,0 +1,446 @@
+//! Data transfer: send/receive, RDMA write/read, acknowledgements, and their error paths.
+
+use super::*;
+
+#[test]
+fn send_gathers_and_receive_scatters() {
+    let mut p = Pair::connected();
+    let src = p.a.register(b"abcdefghij");
+    let dst = p.b.register(&[0u8; 16]);
+    // Gather "abc" + "" + "ghij" into a receive of 2 + 3 + 8 bytes (the last partly used).
+    p.b.e.post(p.b.wr(
+        PostOp::Recv,
+        &[tri(dst, 0, 2), tri(dst, 4, 3), tri(dst, 8, 8)],
+        10,
+    ));
+    p.a.e.post(p.a.wr(
+        PostOp::Send,
+        &[tri(src, 0, 3), tri(src, 3, 0), tri(src, 6, 4)],
+        20,
+    ));
+    p.run();
+    assert_eq!(
+        p.b.take(),
+        vec![done(10, DtoStatus::Success, 7, DtoOp::Receive)]
+    );
+    assert_eq!(
+        p.a.take(),
+        vec![done(20, DtoStatus::Success, 7, DtoOp::Send)]
+    );
+    assert_eq!(&p.b.read(dst.0), b"ab\0\0cgh\0ij\0\0\0\0\0\0");
+}
+
+#[test]
+fn zero_length_send_consumes_a_receive() {
+    let mut p = Pair::connected();
+    let dst = p.b.register(&[5u8; 4]);
+    p.b.e.post(p.b.wr(PostOp::Recv, &[tri(dst, 0, 4)], 1));
+    p.a.e.post(p.a.wr(PostOp::Send, &[], 2));
+    p.run();
+    assert_eq!(
+        p.b.take(),
+        vec![done(1, DtoStatus::Success, 0, DtoOp::Receive)]
+    );
+    assert_eq!(
+        p.a.take(),
+        vec![done(2, DtoStatus::Success, 0, DtoOp::Send)]
+    );
+    assert_eq!(p.b.read(dst.0), vec![5u8; 4]);
+}
+
+fn pattern(n: usize, seed: u8) -> Vec<u8> {
+    (0..n)
+        .map(|i| (i as u8).wrapping_mul(31).wrapping_add(seed))
+        .collect()
+}
+
+#[test]
+fn large_messages_travel_in_pieces() {
+    let mut p = Pair::connected();
+    let big = pattern(300 * 1024 + 7, 3);
+    let n = big.len() as u32;
+    let src = p.a.register(&big);
+    let dst = p.b.register(&vec![0u8; big.len()]);
+    // Send and receive.
+    p.b.e.post(p.b.wr(PostOp::Recv, &[tri(dst, 0, n)], 1));
+    p.a.e.post(p.a.wr(PostOp::Send, &[tri(src, 0, n)], 2));
+    p.run();
+    assert_eq!(
+        p.b.take(),
+        vec![done(1, DtoStatus::Success, n, DtoOp::Receive)]
+    );
+    assert_eq!(
+        p.a.take(),
+        vec![done(2, DtoStatus::Success, n, DtoOp::Send)]
+    );
+    assert_eq!(p.b.read(dst.0), big);
+    // RDMA write of another pattern, then RDMA read back into a fresh buffer.
+    let big2 = pattern(big.len(), 9);
+    let src2 = p.a.register(&big2);
+    let back = p.a.register(&vec![0u8; big.len()]);
+    p.a.e
+        .post(p.a.wr(PostOp::RdmaWrite(rtri(dst, 0, n)), &[tri(src2, 0, n)], 3));
+    p.a.e
+        .post(p.a.wr(PostOp::RdmaRead(rtri(dst, 0, n)), &[tri(back, 0, n)], 4));
+    p.run();
+    assert_eq!(
+        p.a.take(),
+        vec![
+            done(3, DtoStatus::Success, n, DtoOp::RdmaWrite),
+            done(4, DtoStatus::Success, n, DtoOp::RdmaRead)
+        ]
+    );
+    assert!(p.b.take().is_empty(), "one-sided: nothing at the target");
+    assert_eq!(p.b.read(dst.0), big2);
+    assert_eq!(p.a.read(back.0), big2);
+}
+
+#[test]
+fn rdma_read_scatters_into_a_local_list_and_completions_keep_posting_order() {
+    let mut p = Pair::connected();
+    let remote = p.b.register(b"0123456789");
+    let local = p.a.register(&[0u8; 12]);
+    let dst = p.b.register(&[0u8; 4]);
+    let src = p.a.register(b"ping");
+    p.b.e.post(p.b.wr(PostOp::Recv, &[tri(dst, 0, 4)], 9));
+    p.a.e.post(p.a.wr(
+        PostOp::RdmaRead(rtri(remote, 2, 6)),
+        &[tri(local, 0, 2), tri(local, 6, 4)],
+        1,
+    ));
+    p.a.e.post(p.a.wr(PostOp::Send, &[tri(src, 0, 4)], 2));
+    p.a.e
+        .post(p.a.wr(PostOp::RdmaRead(rtri(remote, 0, 0)), &[], 3));
+    p.run();
+    assert_eq!(
+        p.a.take(),
+        vec![
+            done(1, DtoStatus::Success, 6, DtoOp::RdmaRead),
+            done(2, DtoStatus::Success, 4, DtoOp::Send),
+            done(3, DtoStatus::Success, 0, DtoOp::RdmaRead),
+        ]
+    );
+    assert_eq!(&p.a.read(local.0), b"23\0\0\0\x004567\0\0");
+    assert_eq!(
+        p.b.take(),
+        vec![done(9, DtoStatus::Success, 4, DtoOp::Receive)]
+    );
+}
+
+#[test]
+fn acknowledgements_are_coalesced_per_batch() {
+    let mut p = Pair::connected();
+    let src = p.a.register(b"x");
+    let dst = p.b.register(&[0u8; 16]);
+    for i in 0..10 {
+        p.b.e.post(p.b.wr(PostOp::Recv, &[tri(dst, i, 1)], i));
+        p.a.e.post(p.a.wr(PostOp::Send, &[tri(src, 0, 1)], 100 + i));
+    }
+    p.wire_ba.clear();
+    p.run();
+    assert_eq!(p.a.take().len(), 10);
+    assert_eq!(p.b.take().len(), 10);
+    // B answered ten sends with one bare ack of the last MSN.
+    let (frames, err) = wire::parse_all(&p.wire_ba);
+    assert_eq!((frames, err), (1, None));
+    let d = Frame::parse(&p.wire_ba).unwrap().unwrap();
+    assert_eq!((d.frame, d.ack), (Frame::Ack, 10));
+    // A reply piggy-backs the ack: no bare ack follows it.
+    let pong = p.b.register(b"y");
+    let back = p.a.register(&[0u8; 1]);
+    p.a.e.post(p.a.wr(PostOp::Recv, &[tri(back, 0, 1)], 50));
+    p.b.e.post(p.b.wr(PostOp::Recv, &[tri(dst, 0, 1)], 51));
+    p.a.e.post(p.a.wr(PostOp::Send, &[tri(src, 0, 1)], 52));
+    transfer(&mut p.a, &mut p.b, p.now, &mut p.wire_ab);
+    p.b.e.post(p.b.wr(PostOp::Send, &[tri(pong, 0, 1)], 53));
+    p.wire_ba.clear();
+    p.run();
+    let d = Frame::parse(&p.wire_ba).unwrap().unwrap();
+    assert!(matches!(d.frame, Frame::Send { msn: 1, .. }));
+    assert_eq!(d.ack, 11);
+    assert_eq!(
+        p.a.take(),
+        vec![
+            done(52, DtoStatus::Success, 1, DtoOp::Send),
+            done(50, DtoStatus::Success, 1, DtoOp::Receive)
+        ]
+    );
+}
+
+#[test]
+fn receive_too_small_is_local_length_and_breaks_both_sides() {
+    let mut p = Pair::connected();
+    let src = p.a.register(b"0123456789");
+    let dst = p.b.register(&[0u8; 8]);
+    p.b.e.post(p.b.wr(PostOp::Recv, &[tri(dst, 0, 4)], 1));
+    p.b.e.post(p.b.wr(PostOp::Recv, &[tri(dst, 4, 4)], 2));
+    p.a.e.post(p.a.wr(PostOp::Send, &[tri(src, 0, 10)], 3));
+    p.a.e.post(p.a.wr(PostOp::Send, &[tri(src, 0, 1)], 4));
+    p.run();
+    assert_eq!(
+        p.b.take(),
+        vec![
+            done(1, DtoStatus::LocalLength, 0, DtoOp::Receive),
+            Event::Cm(CmFact::Broken),
+            done(2, DtoStatus::Flushed, 0, DtoOp::Receive),
+        ]
+    );
+    assert_eq!(
+        p.a.take(),
+        vec![
+            done(3, DtoStatus::RemoteResponder, 0, DtoOp::Send),
+            Event::Cm(CmFact::Broken),
+            done(4, DtoStatus::Flushed, 0, DtoOp::Send),
+        ]
+    );
+    assert_eq!(p.b.read(dst.0), vec![0u8; 8]);
+    assert!(p.a.e.is_closed() && p.b.e.is_closed());
+}
+
+/// Every protection failure of an incoming RDMA: the requester gets REMOTE_ACCESS, both
+/// sides break, and no byte of the target changes.
+#[test]
+fn remote_access_errors_touch_nothing_and_break_both_sides() {
+    type Case = fn(&mut Side) -> (u32, u32, u64);
+    let cases: [(&str, Case, bool); 6] = [
+        (
+            "unknown rkey",
+            |s| {
+                let r = s.register(&[7u8; 16]);
+                (r.0, r.1 ^ 0x5a5a_5a5a, r.2)
+            },
+            true,
+        ),
+        (
+            "out of bounds",
+            |s| {
+                let r = s.register(&[7u8; 16]);
+                (r.0, r.1, r.2 + 12)
+            },
+            true,
+        ),
+        (
+            "wrong protection zone",
+            |s| s.register_in(&[7u8; 16], PzId(2), MemPriv::ALL),
+            true,
+        ),
+        (
+            "no remote write",
+            |s| s.register_in(&[7u8; 16], PZ, MemPriv::LOCAL_READ | MemPriv::REMOTE_READ),
+            true,
+        ),
+        (
+            "no remote read",
+            |s| s.register_in(&[7u8; 16], PZ, MemPriv::LOCAL_READ | MemPriv::REMOTE_WRITE),
+            false,
+        ),
+        (
+            "unknown rkey (read)",
+            |s| {
+                let r = s.register(&[7u8; 16]);
+                (r.0, r.1.wrapping_add(1), r.2)
+            },
+            false,
+        ),
+    ];
+    for (name, make, write) in cases {
+        let mut p = Pair::connected();
+        let target = make(&mut p.b);
+        let local = p.a.register(&[1u8; 8]);
+        let before = p.a.wr(
+            PostOp::RdmaWrite(rtri(p.b.register(&[0; 8]), 0, 8)),
+            &[tri(local, 0, 8)],
+            1,
+        );
+        p.a.e.post(before);
+        let op = if write {
+            PostOp::RdmaWrite(rtri(target, 0, 8))
+        } else {
+            PostOp::RdmaRead(rtri(target, 0, 8))
+        };
+        let dto = op.dto_op();
+        p.a.e.post(p.a.wr(op, &[tri(local, 0, 8)], 2));
+        p.a.e.post(p.a.wr(PostOp::Send, &[tri(local, 0, 1)], 3));
+        let r = p.b.register(&[0; 1]);
+        p.b.e.post(p.b.wr(PostOp::Recv, &[tri(r, 0, 1)], 4));
+        p.run();
+        assert_eq!(
+            p.a.take(),
+            vec![
+                done(1, DtoStatus::Success, 8, DtoOp::RdmaWrite),
+                done(2, DtoStatus::RemoteAccess, 0, dto),
+                Event::Cm(CmFact::Broken),
+                done(3, DtoStatus::Flushed, 0, DtoOp::Send),
+            ],
+            "{name}"
+        );
+        assert_eq!(
+            p.b.take(),
+            vec![
+                Event::Cm(CmFact::Broken),
+                done(4, DtoStatus::Flushed, 0, DtoOp::Receive)
+            ],
+            "{name}"
+        );
+        assert_eq!(p.b.read(target.0), vec![7u8; 16], "{name}");
+        assert_eq!(p.a.read(local.0), vec![1u8; 8], "{name}");
+    }
+}
+
+#[test]
+fn send_waits_for_a_receive_then_completes() {
+    let mut p = Pair::connected();
+    let src = p.a.register(b"data");
+    let dst = p.b.register(&[0u8; 4]);
+    p.a.e.post(p.a.wr(PostOp::Send, &[tri(src, 0, 4)], 1));
+    p.run();
+    assert!(p.b.e.is_parked());
+    assert_eq!(p.b.e.poll_timeout(), Some(p.now + RNR));
+    p.advance(RNR - Duration::from_millis(1));
+    assert!(p.a.take().is_empty() && p.b.take().is_empty());
+    p.b.e.post(p.b.wr(PostOp::Recv, &[tri(dst, 0, 4)], 2));
+    p.run();
+    assert!(!p.b.e.is_parked());
+    assert_eq!(p.b.e.poll_timeout(), None);
+    assert_eq!(
+        p.b.take(),
+        vec![done(2, DtoStatus::Success, 4, DtoOp::Receive)]
+    );
+    assert_eq!(
+        p.a.take(),
+        vec![done(1, DtoStatus::Success, 4, DtoOp::Send)]
+    );
+    assert_eq!(&p.b.read(dst.0), b"data");
+}
+
+#[test]
+fn receiver_not_ready_after_the_timeout() {
+    let mut p = Pair::connected();
+    let src = p.a.register(b"data");
+    let dst = p.b.register(&[0u8; 4]);
+    p.a.e.post(p.a.wr(PostOp::Send, &[tri(src, 0, 4)], 1));
+    p.a.e.post(p.a.wr(PostOp::Send, &[tri(src, 0, 2)], 2));
+    p.run();
+    p.advance(RNR);
+    p.run();
+    assert_eq!(
+        p.a.take(),
+        vec![
+            done(1, DtoStatus::ReceiverNotReady, 0, DtoOp::Send),
+            Event::Cm(CmFact::Broken),
+            done(2, DtoStatus::Flushed, 0, DtoOp::Send),
+        ]
+    );
+    assert_eq!(p.b.take(), vec![Event::Cm(CmFact::Broken)]);
+    // A receive posted afterwards is flushed at once.
+    p.b.e.post(p.b.wr(PostOp::Recv, &[tri(dst, 0, 4)], 3));
+    assert_eq!(
+        p.b.e.poll_event(),
+        Some(done(3, DtoStatus::Flushed, 0, DtoOp::Receive))
+    );
+}
+
+#[test]
+fn srq_receives_are_shared_between_engines() {
+    let srq: SharedSrq = Arc::new(Mutex::new(VecDeque::new()));
+    let mut p1 = Pair::connected();
+    let mut p2 = Pair::connected();
+    // Both B sides take receives from one SRQ in B1's memory table.
+    let dst = p1.b.register(&[0u8; 8]);
+    p1.b.e.set_binding(Some(PZ), Some(srq.clone()));
+    p2.b.e.set_binding(Some(PZ), Some(srq.clone()));
+    p2.b.e.cfg.mem = p1.b.mem.clone();
+    srq.lock()
+        .unwrap()
+        .push_back(p1.b.wr(PostOp::Recv, &[tri(dst, 0, 4)], 1));
+    srq.lock()
+        .unwrap()
+        .push_back(p1.b.wr(PostOp::Recv, &[tri(dst, 4, 4)], 2));
+    let s1 = p1.a.register(b"one!");
+    let s2 = p2.a.register(b"two!");
+    p2.a.e.post(p2.a.wr(PostOp::Send, &[tri(s2, 0, 4)], 3));
+    p2.run();
+    p1.a.e.post(p1.a.wr(PostOp::Send, &[tri(s1, 0, 4)], 4));
+    p1.run();
+    assert_eq!(
+        p2.b.take(),
+        vec![done(1, DtoStatus::Success, 4, DtoOp::Receive)]
+    );
+    assert_eq!(
+        p1.b.take(),
+        vec![done(2, DtoStatus::Success, 4, DtoOp::Receive)]
+    );
+    assert_eq!(&p1.b.read(dst.0), b"two!one!");
+    // An empty SRQ parks the next send until the SRQ gets a receive.
+    p1.a.e.post(p1.a.wr(PostOp::Send, &[tri(s1, 0, 4)], 5));
+    p1.run();
+    assert!(p1.b.e.is_parked());
+    srq.lock()
+        .unwrap()
+        .push_back(p1.b.wr(PostOp::Recv, &[tri(dst, 0, 4)], 6));
+    p1.run();
+    assert_eq!(
+        p1.b.take(),
+        vec![done(6, DtoStatus::Success, 4, DtoOp::Receive)]
+    );
+}
+
+#[test]
+fn delayed_acks_ride_on_replies_and_are_bounded() {
+    let mut p = Pair::connected();
+    let src = p.a.register(b"x");
+    let dst = p.b.register(&[0u8; 16]);
+    p.b.e.set_ack_clock(Some(p.now));
+    for i in 0..3 {
+        p.b.e.post(p.b.wr(PostOp::Recv, &[tri(dst, i, 1)], i));
+        p.a.e.post(p.a.wr(PostOp::Send, &[tri(src, 0, 1)], 10 + i));
+    }
+    p.wire_ba.clear();
+    p.run();
+    assert_eq!(p.b.take().len(), 3);
+    assert!(
+        p.a.take().is_empty(),
+        "no ack yet: the sends are not complete"
+    );
+    assert!(p.wire_ba.is_empty(), "no bare ack in delayed mode");
+    // A reply carries the ack.
+    let back = p.a.register(&[0u8; 1]);
+    p.a.e.post(p.a.wr(PostOp::Recv, &[tri(back, 0, 1)], 20));
+    p.b.e.post(p.b.wr(PostOp::Send, &[tri(dst, 0, 1)], 21));
+    p.run();
+    let d = Frame::parse(&p.wire_ba).unwrap().unwrap();
+    assert!(matches!(d.frame, Frame::Send { .. }) && d.ack == 3);
+    assert_eq!(p.a.take().len(), 4);
+    assert_eq!(p.b.take().len(), 1);
+    // Without a reply, the ack goes out once it is due.
+    p.b.e.post(p.b.wr(PostOp::Recv, &[tri(dst, 0, 1)], 30));
+    p.a.e.post(p.a.wr(PostOp::Send, &[tri(src, 0, 1)], 31));
+    p.wire_ba.clear();
+    p.run();
+    assert!(p.wire_ba.is_empty());
+    p.b.e.set_ack_clock(Some(p.now + Duration::from_micros(20)));
+    p.run();
+    assert_eq!(Frame::parse(&p.wire_ba).unwrap().unwrap().frame, Frame::Ack);
+    assert_eq!(
+        p.a.take(),
+        vec![done(31, DtoStatus::Success, 1, DtoOp::Send)]
+    );
+    // Or once eight requests wait for it.
+    p.b.e.set_ack_clock(Some(p.now + Duration::from_micros(20)));
+    p.wire_ba.clear();
+    for i in 0..8 {
+        p.b.e.post(p.b.wr(PostOp::Recv, &[tri(dst, i, 1)], 40 + i));
+        p.a.e.post(p.a.wr(PostOp::Send, &[tri(src, 0, 1)], 50 + i));
+    }
+    p.run();
+    assert_eq!(p.a.take().len(), 8);
+    // Immediate mode flushes whatever waits.
+    p.b.e.set_ack_clock(Some(p.now));
+    p.b.e.post(p.b.wr(PostOp::Recv, &[tri(dst, 0, 1)], 60));
+    p.a.e.post(p.a.wr(PostOp::Send, &[tri(src, 0, 1)], 61));
+    p.run();
+    assert!(p.a.take().is_empty());
+    p.b.e.set_ack_clock(None);
+    p.run();
+    assert_eq!(p.a.take().len(), 1);
+}
