@@ -64,6 +64,8 @@ impl From<OpenError> for IaOpenError {
 fn builtin_providers() -> Vec<Arc<dyn Provider>> {
     #[allow(unused_mut)]
     let mut v: Vec<Arc<dyn Provider>> = Vec::new();
+    #[cfg(feature = "tcp")]
+    v.push(Arc::new(dat_provider_tcp::TcpProvider::new()));
     v
 }
 
