@@ -338,6 +338,16 @@ impl EpInner {
         tracing::debug!(ep = self.id.0, from = ?core.state, to = ?out.next, ?input, "EP transition");
         core.state = out.next;
         self.post_conn_event(&core, &out, pdata);
+        drop(core);
+        if out.actions.contains(Actions::ASYNC_EP_BROKEN) {
+            // Decision 17 of `dat_core::ep::state`: a broken connection is also an
+            // EP-affiliated asynchronous error.
+            self.ia.post_async(
+                dat_core::evd::AsyncHandle::Ep(self.id),
+                dat_core::types::EventNumber::AsyncEpBroken,
+                dat_core::evd::reason::EP_TRANSFER_TO_ERROR,
+            );
+        }
     }
 
     /// Posts the outcome's connection event (if any) on the connect EVD. Called with the EP
