@@ -205,6 +205,8 @@ impl Fabric {
                     })
                 }));
                 // The acceptor learns it is established once the requester has it (RTU).
+                // Unlock first: requester and acceptor may be the same IA (loopback).
+                drop(g);
                 if let Some(acc) = from.ia.upgrade() {
                     let mut a = acc.lock();
                     if let Some(aep) = a.eps.get_mut(&from.ep)
