@@ -4,8 +4,8 @@
 use std::time::{Duration, Instant};
 
 use dat::types::{
-    CloseFlags, CompletionFlags, ConnQual, Cookie, DtoOp, DtoStatus, EpAttr, EvdFlags,
-    EventNumber, MemPriv, PspFlags, Qos, Timeout,
+    CloseFlags, CompletionFlags, ConnQual, Cookie, DtoOp, DtoStatus, EpAttr, EvdFlags, EventNumber,
+    MemPriv, PspFlags, Qos, Timeout,
 };
 use dat::{
     ConnectFlags, Cr, DatError, DtoCompletion, Ep, EpParams, EpState, ErrorType, Evd, Event,
@@ -273,7 +273,12 @@ pub fn expect_conn(evd: &Evd, number: EventNumber, ep: &Ep) -> Box<[u8]> {
 pub fn expect_cr(ia: &Ia, evd: &Evd, sp: &Sp) -> Cr {
     let ev = next_event(evd);
     assert_eq!(ev.number, EventNumber::ConnectionRequest, "{ev:?}");
-    let EventData::ConnectionRequest { sp: sp_id, conn_qual, cr } = ev.data else {
+    let EventData::ConnectionRequest {
+        sp: sp_id,
+        conn_qual,
+        cr,
+    } = ev.data
+    else {
         panic!("not CR event data: {ev:?}")
     };
     assert_eq!(sp_id, sp.id(), "request for another service point");

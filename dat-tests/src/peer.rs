@@ -7,8 +7,8 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use dat::types::{CloseFlags, CompletionFlags, ConnQual, Cookie, EventNumber, IaAddress};
 use dat::EpState;
+use dat::types::{CloseFlags, CompletionFlags, ConnQual, Cookie, EventNumber, IaAddress};
 
 use crate::Outcome;
 use crate::harness::{Side, connect_ep, expect_conn, next_event};
@@ -62,10 +62,9 @@ fn listen_and_accept(t: &dyn Target, qual: ConnQual, out: &Path) -> Side {
         .open_by_name(t.ia_name())
         .unwrap_or_else(|e| panic!("peer: open IA: {e}"));
     let s = Side::new(ia);
-    let psp = s
-        .ia
-        .create_psp(qual, &s.cr, dat::types::PspFlags::Consumer)
-        .expect("peer: psp");
+    let psp =
+        s.ia.create_psp(qual, &s.cr, dat::types::PspFlags::Consumer)
+            .expect("peer: psp");
     let tmp = out.with_extension("tmp");
     std::fs::write(
         &tmp,
@@ -174,7 +173,10 @@ fn peer_address(p: &mut Peer) -> IaAddress {
         if let Ok(Some(status)) = p.child.try_wait() {
             panic!("the peer exited before publishing its address: {status}");
         }
-        assert!(Instant::now() < deadline, "the peer never published its address");
+        assert!(
+            Instant::now() < deadline,
+            "the peer never published its address"
+        );
         std::thread::sleep(Duration::from_millis(10));
     }
 }
@@ -190,11 +192,18 @@ pub fn killed_mid_transfer(t: &dyn Target) -> Outcome {
     let (ia, _) = t.open_pair();
     let s = Side::new(ia);
     connect_ep(&s.ep, &addr, qual, b"");
-    assert_eq!(&*expect_conn(&s.conn, EventNumber::Established, &s.ep), b"peer");
+    assert_eq!(
+        &*expect_conn(&s.conn, EventNumber::Established, &s.ep),
+        b"peer"
+    );
     let mut posted = 0u64;
     for i in 0..16u64 {
-        s.ep.post_send(&[s.lmr.triplet(0, 4096)], Cookie(i), CompletionFlags::DEFAULT)
-            .expect("send while connected");
+        s.ep.post_send(
+            &[s.lmr.triplet(0, 4096)],
+            Cookie(i),
+            CompletionFlags::DEFAULT,
+        )
+        .expect("send while connected");
         posted += 1;
     }
     let _ = peer.child.kill();
@@ -202,7 +211,11 @@ pub fn killed_mid_transfer(t: &dyn Target) -> Outcome {
     // Keep the pipe busy while the peer dies.
     for i in 16..32u64 {
         if s.ep
-            .post_send(&[s.lmr.triplet(0, 4096)], Cookie(i), CompletionFlags::DEFAULT)
+            .post_send(
+                &[s.lmr.triplet(0, 4096)],
+                Cookie(i),
+                CompletionFlags::DEFAULT,
+            )
             .is_ok()
         {
             posted += 1;

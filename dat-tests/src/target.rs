@@ -237,8 +237,8 @@ impl Target for RegistryTarget {
     }
 
     fn open_pair(&self) -> (Ia, Ia) {
-        let a = RegistryTarget::open(&self.ia)
-            .unwrap_or_else(|e| panic!("open IA `{}`: {e}", self.ia));
+        let a =
+            RegistryTarget::open(&self.ia).unwrap_or_else(|e| panic!("open IA `{}`: {e}", self.ia));
         let b = RegistryTarget::open(&self.peer_ia)
             .unwrap_or_else(|e| panic!("open IA `{}`: {e}", self.peer_ia));
         (a, b)

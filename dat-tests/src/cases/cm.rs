@@ -3,9 +3,7 @@
 
 use std::time::Duration;
 
-use dat::types::{
-    CloseFlags, ConnQual, EventNumber, PspFlags, Qos, Timeout,
-};
+use dat::types::{CloseFlags, ConnQual, EventNumber, PspFlags, Qos, Timeout};
 use dat::{ConnectFlags, DatError, EpParams, EpState, ErrorType, Subtype};
 
 use crate::Outcome;
@@ -60,7 +58,9 @@ pub fn reject_private_data_then_reconnect(t: &dyn Target) -> Outcome {
     assert_empty(&b.conn);
     a.ep.reset().unwrap();
     connect_ep(&a.ep, &b.addr(), psp.conn_qual(), b"again");
-    expect_cr(&b.ia, &b.cr, &psp).accept(Some(&b.ep), b"").unwrap();
+    expect_cr(&b.ia, &b.cr, &psp)
+        .accept(Some(&b.ep), b"")
+        .unwrap();
     expect_conn(&a.conn, EventNumber::Established, &a.ep);
     expect_conn(&b.conn, EventNumber::Established, &b.ep);
     Outcome::Pass
@@ -201,7 +201,10 @@ pub fn connect_argument_codes(t: &dyn Target) -> Outcome {
         c(Timeout::ZERO, Qos::BestEffort, ConnectFlags::Default),
         Err(DatError::invalid_arg(4))
     );
-    let model = Err(DatError::new(ErrorType::ModelNotSupported, Subtype::NoSubtype));
+    let model = Err(DatError::new(
+        ErrorType::ModelNotSupported,
+        Subtype::NoSubtype,
+    ));
     for qos in [Qos::HighThroughput, Qos::LowLatency] {
         assert_eq!(c(CONNECT_TIMEOUT, qos, ConnectFlags::Default), model);
     }
@@ -219,16 +222,14 @@ pub fn connect_argument_codes(t: &dyn Target) -> Outcome {
 /// An EP without a PZ or without a connect EVD is `INVALID_STATE | EP_NOTREADY`.
 pub fn connect_not_ready(t: &dyn Target) -> Outcome {
     let (a, b) = sides(t);
-    let no_pz = a
-        .ia
-        .create_ep(&EpParams {
+    let no_pz =
+        a.ia.create_ep(&EpParams {
             pz: None,
             ..a.ep_params()
         })
         .unwrap();
-    let no_conn = a
-        .ia
-        .create_ep(&EpParams {
+    let no_conn =
+        a.ia.create_ep(&EpParams {
             connect_evd: None,
             ..a.ep_params()
         })
@@ -266,9 +267,8 @@ pub fn accept_wrong_ep_form(t: &dyn Target) -> Outcome {
     let cr = expect_cr(&b.ia, &b.cr, &psp);
     let bad_ep = DatError::invalid_handle(Subtype::InvalidHandleEp);
     assert_eq!(cr.accept(None, b""), Err(bad_ep));
-    let no_conn = b
-        .ia
-        .create_ep(&EpParams {
+    let no_conn =
+        b.ia.create_ep(&EpParams {
             connect_evd: None,
             ..b.ep_params()
         })
@@ -350,7 +350,10 @@ pub fn rsp_reject_returns_unconnected(t: &dyn Target) -> Outcome {
     connect_ep(&a.ep, &b.addr(), rsp.conn_qual(), b"");
     expect_cr(&b.ia, &b.cr, &rsp).reject(b"no").unwrap();
     assert_eq!(b.ep.state(), Ok(EpState::Unconnected));
-    assert_eq!(&*expect_conn(&a.conn, EventNumber::PeerRejected, &a.ep), b"no");
+    assert_eq!(
+        &*expect_conn(&a.conn, EventNumber::PeerRejected, &a.ep),
+        b"no"
+    );
     Outcome::Pass
 }
 
@@ -360,15 +363,17 @@ pub fn psp_provider_reject_destroys_ep(t: &dyn Target) -> Outcome {
     if !b.ia.provider_attr().psp_provider_flag_supported {
         return Outcome::Skip("provider does not advertise DAT_PSP_PROVIDER_FLAG".into());
     }
-    let psp = b
-        .ia
-        .create_psp(t.qual(), &b.cr, PspFlags::Provider)
-        .unwrap();
+    let psp =
+        b.ia.create_psp(t.qual(), &b.cr, PspFlags::Provider)
+            .unwrap();
     connect_ep(&a.ep, &b.addr(), psp.conn_qual(), b"");
     let cr = expect_cr(&b.ia, &b.cr, &psp);
     let ep = cr.ep().expect("provider EP");
     assert_eq!(ep.state(), Ok(EpState::TentativeConnectionPending));
-    assert_eq!(cr.accept(Some(&b.ep), b""), Err(DatError::invalid_handle(Subtype::InvalidHandleEp)));
+    assert_eq!(
+        cr.accept(Some(&b.ep), b""),
+        Err(DatError::invalid_handle(Subtype::InvalidHandleEp))
+    );
     cr.reject(b"tentative").unwrap();
     assert_eq!(
         ep.state(),
@@ -394,10 +399,9 @@ pub fn cr_handoff(t: &dyn Target) -> Outcome {
     let (a, b) = sides(t);
     let psp = b.psp(t);
     let other_evd = b.ia.create_evd(4, dat::types::EvdFlags::CR, None).unwrap();
-    let other = b
-        .ia
-        .create_psp(t.qual(), &other_evd, PspFlags::Consumer)
-        .unwrap();
+    let other =
+        b.ia.create_psp(t.qual(), &other_evd, PspFlags::Consumer)
+            .unwrap();
     connect_ep(&a.ep, &b.addr(), psp.conn_qual(), b"moved");
     let cr = expect_cr(&b.ia, &b.cr, &psp);
     let unknown = ConnQual(other.conn_qual().0 + 1_000_000);
@@ -409,7 +413,10 @@ pub fn cr_handoff(t: &dyn Target) -> Outcome {
     );
     let moved = expect_cr(&b.ia, &other_evd, &other);
     let q = moved.query().unwrap();
-    assert_eq!((&*q.private_data, q.conn_qual, q.sp), (&b"moved"[..], other.conn_qual(), other.id()));
+    assert_eq!(
+        (&*q.private_data, q.conn_qual, q.sp),
+        (&b"moved"[..], other.conn_qual(), other.id())
+    );
     moved.accept(Some(&b.ep), b"").unwrap();
     expect_conn(&a.conn, EventNumber::Established, &a.ep);
     expect_conn(&b.conn, EventNumber::Established, &b.ep);
@@ -466,7 +473,10 @@ pub fn dup_connect(t: &dyn Target) -> Outcome {
     );
     assert_eq!(
         fresh.dup_connect(&p.a.ep, CONNECT_TIMEOUT, b"", Qos::LowLatency),
-        Err(DatError::new(ErrorType::ModelNotSupported, Subtype::NoSubtype))
+        Err(DatError::new(
+            ErrorType::ModelNotSupported,
+            Subtype::NoSubtype
+        ))
     );
     assert_eq!(fresh.state(), Ok(EpState::Unconnected));
     fresh
@@ -477,10 +487,16 @@ pub fn dup_connect(t: &dyn Target) -> Outcome {
     assert_eq!(&*cr.query().unwrap().private_data, b"dup");
     let eb = p.b.another_ep();
     cr.accept(Some(&eb), b"dup-ok").unwrap();
-    assert_eq!(&*expect_conn(&p.a.conn, EventNumber::Established, &fresh), b"dup-ok");
+    assert_eq!(
+        &*expect_conn(&p.a.conn, EventNumber::Established, &fresh),
+        b"dup-ok"
+    );
     expect_conn(&p.b.conn, EventNumber::Established, &eb);
     let q = fresh.query().unwrap();
-    assert_eq!((q.remote_address, q.remote_qual), (Some(p.b.addr()), Some(p.qual)));
+    assert_eq!(
+        (q.remote_address, q.remote_qual),
+        (Some(p.b.addr()), Some(p.qual))
+    );
     Outcome::Pass
 }
 

@@ -18,10 +18,28 @@ pub fn send_recv_basic(t: &dyn Target) -> Outcome {
     p.a.lmr.write(0, &data).unwrap();
     post_recv(&p.b, &p.b.ep, 4096, 2048, 0xB0B);
     post_send(&p.a, &p.a.ep, 0, 1000, 0xA11CE);
-    expect_completion(&p.a.req, &p.a.ep, 0xA11CE, DtoStatus::Success, DtoOp::Send, 1000);
-    expect_completion(&p.b.recv, &p.b.ep, 0xB0B, DtoStatus::Success, DtoOp::Receive, 1000);
+    expect_completion(
+        &p.a.req,
+        &p.a.ep,
+        0xA11CE,
+        DtoStatus::Success,
+        DtoOp::Send,
+        1000,
+    );
+    expect_completion(
+        &p.b.recv,
+        &p.b.ep,
+        0xB0B,
+        DtoStatus::Success,
+        DtoOp::Receive,
+        1000,
+    );
     assert_eq!(read(&p.b.lmr, 4096, 1000), data);
-    assert_eq!(read(&p.b.lmr, 5096, 8), vec![0u8; 8], "nothing beyond the message");
+    assert_eq!(
+        read(&p.b.lmr, 5096, 8),
+        vec![0u8; 8],
+        "nothing beyond the message"
+    );
     Outcome::Pass
 }
 
@@ -34,13 +52,24 @@ pub fn send_gather(t: &dyn Target) -> Outcome {
     post_recv(&p.b, &p.b.ep, 0, 64, 1);
     p.a.ep
         .post_send(
-            &[p.a.lmr.triplet(10, 3), p.a.lmr.triplet(500, 5), p.a.lmr.triplet(9000, 2)],
+            &[
+                p.a.lmr.triplet(10, 3),
+                p.a.lmr.triplet(500, 5),
+                p.a.lmr.triplet(9000, 2),
+            ],
             Cookie(2),
             CompletionFlags::DEFAULT,
         )
         .unwrap();
     expect_completion(&p.a.req, &p.a.ep, 2, DtoStatus::Success, DtoOp::Send, 10);
-    expect_completion(&p.b.recv, &p.b.ep, 1, DtoStatus::Success, DtoOp::Receive, 10);
+    expect_completion(
+        &p.b.recv,
+        &p.b.ep,
+        1,
+        DtoStatus::Success,
+        DtoOp::Receive,
+        10,
+    );
     assert_eq!(read(&p.b.lmr, 0, 10), b"abcdefghij");
     Outcome::Pass
 }
@@ -51,13 +80,24 @@ pub fn recv_scatter(t: &dyn Target) -> Outcome {
     p.a.lmr.write(0, b"0123456789").unwrap();
     p.b.ep
         .post_recv(
-            &[p.b.lmr.triplet(100, 2), p.b.lmr.triplet(7, 3), p.b.lmr.triplet(3000, 16)],
+            &[
+                p.b.lmr.triplet(100, 2),
+                p.b.lmr.triplet(7, 3),
+                p.b.lmr.triplet(3000, 16),
+            ],
             Cookie(1),
             CompletionFlags::DEFAULT,
         )
         .unwrap();
     post_send(&p.a, &p.a.ep, 0, 10, 2);
-    expect_completion(&p.b.recv, &p.b.ep, 1, DtoStatus::Success, DtoOp::Receive, 10);
+    expect_completion(
+        &p.b.recv,
+        &p.b.ep,
+        1,
+        DtoStatus::Success,
+        DtoOp::Receive,
+        10,
+    );
     assert_eq!(read(&p.b.lmr, 100, 2), b"01");
     assert_eq!(read(&p.b.lmr, 7, 3), b"234");
     assert_eq!(read(&p.b.lmr, 3000, 5), b"56789");
@@ -71,7 +111,9 @@ pub fn send_zero_length(t: &dyn Target) -> Outcome {
     post_recv(&p.b, &p.b.ep, 0, 64, 1);
     post_recv(&p.b, &p.b.ep, 0, 64, 2);
     post_send(&p.a, &p.a.ep, 0, 0, 3);
-    p.a.ep.post_send(&[], Cookie(4), CompletionFlags::DEFAULT).unwrap();
+    p.a.ep
+        .post_send(&[], Cookie(4), CompletionFlags::DEFAULT)
+        .unwrap();
     expect_completion(&p.a.req, &p.a.ep, 3, DtoStatus::Success, DtoOp::Send, 0);
     expect_completion(&p.a.req, &p.a.ep, 4, DtoStatus::Success, DtoOp::Send, 0);
     expect_completion(&p.b.recv, &p.b.ep, 1, DtoStatus::Success, DtoOp::Receive, 0);
@@ -93,10 +135,21 @@ pub fn many_outstanding_ordered(t: &dyn Target) -> Outcome {
     }
     for i in 0..n {
         expect_completion(&p.a.req, &p.a.ep, i, DtoStatus::Success, DtoOp::Send, 100);
-        expect_completion(&p.b.recv, &p.b.ep, 1000 + i, DtoStatus::Success, DtoOp::Receive, 100);
+        expect_completion(
+            &p.b.recv,
+            &p.b.ep,
+            1000 + i,
+            DtoStatus::Success,
+            DtoOp::Receive,
+            100,
+        );
     }
     for i in 0..n {
-        assert_eq!(read(&p.b.lmr, (i * 256) as usize, 100), pattern(100, i), "message {i}");
+        assert_eq!(
+            read(&p.b.lmr, (i * 256) as usize, 100),
+            pattern(100, i),
+            "message {i}"
+        );
     }
     Outcome::Pass
 }
@@ -158,7 +211,14 @@ pub fn cookies_verbatim(t: &dyn Target) -> Outcome {
     }
     for c in cookies {
         expect_completion(&p.a.req, &p.a.ep, c, DtoStatus::Success, DtoOp::Send, 1);
-        expect_completion(&p.b.recv, &p.b.ep, c ^ 1, DtoStatus::Success, DtoOp::Receive, 1);
+        expect_completion(
+            &p.b.recv,
+            &p.b.ep,
+            c ^ 1,
+            DtoStatus::Success,
+            DtoOp::Receive,
+            1,
+        );
     }
     Outcome::Pass
 }
@@ -170,7 +230,10 @@ pub fn send_longer_than_recv(t: &dyn Target) -> Outcome {
     post_recv(&p.b, &p.b.ep, 0, 8, 1);
     post_send(&p.a, &p.a.ep, 0, 9, 2);
     let r = expect_dto(&p.b.recv);
-    assert_eq!((r.cookie, r.status, r.transferred_length), (Cookie(1), DtoStatus::LocalLength, 0));
+    assert_eq!(
+        (r.cookie, r.status, r.transferred_length),
+        (Cookie(1), DtoStatus::LocalLength, 0)
+    );
     let s = expect_dto(&p.a.req);
     assert_eq!(s.cookie, Cookie(2));
     assert_ne!(s.status, DtoStatus::Success);
@@ -187,7 +250,11 @@ pub fn suppress_flag(t: &dyn Target) -> Outcome {
     post_recv(&p.b, &p.b.ep, 0, 64, 1);
     post_recv(&p.b, &p.b.ep, 0, 64, 2);
     p.a.ep
-        .post_send(&[p.a.lmr.triplet(0, 4)], Cookie(10), CompletionFlags::SUPPRESS)
+        .post_send(
+            &[p.a.lmr.triplet(0, 4)],
+            Cookie(10),
+            CompletionFlags::SUPPRESS,
+        )
         .unwrap();
     post_send(&p.a, &p.a.ep, 0, 4, 11);
     expect_completion(&p.b.recv, &p.b.ep, 1, DtoStatus::Success, DtoOp::Receive, 4);
@@ -204,19 +271,24 @@ pub fn completion_flag_codes(t: &dyn Target) -> Outcome {
     let p = pair(t);
     let unknown = CompletionFlags::from_bits_retain(0x1000);
     let iov = [p.a.lmr.triplet(0, 4)];
-    assert_eq!(p.a.ep.post_send(&iov, Cookie(1), unknown), Err(DatError::invalid_arg(5)));
+    assert_eq!(
+        p.a.ep.post_send(&iov, Cookie(1), unknown),
+        Err(DatError::invalid_arg(5))
+    );
     assert_eq!(
         p.a.ep.post_recv(&iov, Cookie(1), CompletionFlags::SUPPRESS),
         Err(DatError::invalid_arg(5))
     );
     assert_eq!(
-        p.a.ep.post_rdma_write(&iov, Cookie(1), p.b.lmr.rmr_triplet(0, 4), unknown),
+        p.a.ep
+            .post_rdma_write(&iov, Cookie(1), p.b.lmr.rmr_triplet(0, 4), unknown),
         Err(DatError::invalid_arg(6))
     );
     let allowed = p.a.ep.query().unwrap().config.attr.request_completion_flags;
     if !allowed.contains(CompletionFlags::UNSIGNALLED) {
         assert_eq!(
-            p.a.ep.post_send(&iov, Cookie(1), CompletionFlags::UNSIGNALLED),
+            p.a.ep
+                .post_send(&iov, Cookie(1), CompletionFlags::UNSIGNALLED),
             Err(DatError::invalid_arg(5))
         );
     }
@@ -242,7 +314,9 @@ pub fn too_many_segments(t: &dyn Target) -> Outcome {
     );
     let ok = vec![seg; attr.max_request_iov as usize];
     post_recv(&p.b, &p.b.ep, 0, 4096, 7);
-    p.a.ep.post_send(&ok, Cookie(8), CompletionFlags::DEFAULT).unwrap();
+    p.a.ep
+        .post_send(&ok, Cookie(8), CompletionFlags::DEFAULT)
+        .unwrap();
     expect_completion(
         &p.a.req,
         &p.a.ep,
@@ -262,8 +336,22 @@ pub fn disconnect_flushes_recvs(t: &dyn Target) -> Outcome {
     post_recv(&p.b, &p.b.ep, 64, 64, 78);
     p.a.ep.disconnect(CloseFlags::Graceful).unwrap();
     expect_conn(&p.b.conn, EventNumber::Disconnected, &p.b.ep);
-    expect_completion(&p.b.recv, &p.b.ep, 77, DtoStatus::Flushed, DtoOp::Receive, 0);
-    expect_completion(&p.b.recv, &p.b.ep, 78, DtoStatus::Flushed, DtoOp::Receive, 0);
+    expect_completion(
+        &p.b.recv,
+        &p.b.ep,
+        77,
+        DtoStatus::Flushed,
+        DtoOp::Receive,
+        0,
+    );
+    expect_completion(
+        &p.b.recv,
+        &p.b.ep,
+        78,
+        DtoStatus::Flushed,
+        DtoOp::Receive,
+        0,
+    );
     post_send(&p.b, &p.b.ep, 0, 4, 79);
     expect_completion(&p.b.req, &p.b.ep, 79, DtoStatus::Flushed, DtoOp::Send, 0);
     Outcome::Pass
@@ -290,9 +378,8 @@ pub fn srq_shared_receives(t: &dyn Target) -> Outcome {
     }
     let a = crate::harness::Side::new(ia_a);
     let b = crate::harness::Side::new(ia_b);
-    let srq = b
-        .ia
-        .create_srq(
+    let srq =
+        b.ia.create_srq(
             &b.pz,
             dat::SrqAttr {
                 max_recv_dtos: 16,
@@ -306,9 +393,8 @@ pub fn srq_shared_receives(t: &dyn Target) -> Outcome {
     let psp = b.psp(t);
     let mut pairs = Vec::new();
     for _ in 0..2 {
-        let eb = b
-            .ia
-            .create_ep(&dat::EpParams {
+        let eb =
+            b.ia.create_ep(&dat::EpParams {
                 srq: Some(&srq),
                 attr: Some(&attr),
                 ..b.ep_params()

@@ -6,8 +6,8 @@ use dat::{Cr, DatError, Ep, EpState, Sp, Subtype};
 
 use crate::Outcome;
 use crate::harness::{
-    BARE_ISE, Side, UNC, assert_empty, connect_ep, disconnect_pair, expect_completion,
-    expect_conn, expect_cr, ise, pair, sides, wait_state,
+    BARE_ISE, Side, UNC, assert_empty, connect_ep, disconnect_pair, expect_completion, expect_conn,
+    expect_cr, ise, pair, sides, wait_state,
 };
 use crate::target::Target;
 
@@ -73,10 +73,9 @@ pub fn make(t: &dyn Target, state: EpState) -> Result<Fx, Outcome> {
                     "provider does not advertise DAT_PSP_PROVIDER_FLAG".into(),
                 ));
             }
-            let psp = b
-                .ia
-                .create_psp(t.qual(), &b.cr, PspFlags::Provider)
-                .expect("provider psp");
+            let psp =
+                b.ia.create_psp(t.qual(), &b.cr, PspFlags::Provider)
+                    .expect("provider psp");
             connect_ep(&a.ep, &b.addr(), psp.conn_qual(), b"tcp");
             let cr = expect_cr(&b.ia, &b.cr, &psp);
             let ep = cr.ep().expect("the provider created an EP");
@@ -138,7 +137,9 @@ pub fn make(t: &dyn Target, state: EpState) -> Result<Fx, Outcome> {
             let bep = p.b.ep.clone();
             Ok(fx(p.a, p.b, ep, Some(bep), vec![p.psp], None))
         }
-        other => Err(Outcome::Skip(format!("{other:?} is not produced by this API"))),
+        other => Err(Outcome::Skip(format!(
+            "{other:?} is not produced by this API"
+        ))),
     }
 }
 
@@ -200,7 +201,9 @@ pub fn row_disconnect(t: &dyn Target, state: EpState, flags: CloseFlags) -> Outc
             // Aborts the establishment: DISCONNECTED at once, event posted synchronously.
             assert_eq!(f.ep.disconnect(flags), Ok(()));
             assert_eq!(f.ep.state(), Ok(EpState::Disconnected));
-            let ev = conn_ep_evd.dequeue().expect("DISCONNECTED posted synchronously");
+            let ev = conn_ep_evd
+                .dequeue()
+                .expect("DISCONNECTED posted synchronously");
             assert_eq!(ev.number, EventNumber::Disconnected, "{ev:?}");
             assert_eq!(ev.ep(), Some(f.ep.id()));
             assert_empty(conn_ep_evd);
@@ -265,7 +268,9 @@ pub fn row_free(t: &dyn Target, state: EpState) -> Outcome {
         Err(o) => return o,
     };
     match state {
-        EpState::Reserved | EpState::PassiveConnectionPending | EpState::TentativeConnectionPending => {
+        EpState::Reserved
+        | EpState::PassiveConnectionPending
+        | EpState::TentativeConnectionPending => {
             assert_eq!(f.ep.free(), Err(ise(state)));
             assert_eq!(f.ep.state(), Ok(state));
         }

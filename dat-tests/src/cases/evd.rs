@@ -4,7 +4,7 @@
 use std::time::{Duration, Instant};
 
 use dat::types::{CloseFlags, EvdFlags, EventNumber, Timeout};
-use dat::{AsyncHandle, DatError, EpState, Event, EventData, Evd, Subtype};
+use dat::{AsyncHandle, DatError, EpState, Evd, Event, EventData, Subtype};
 
 use crate::Outcome;
 use crate::harness::{assert_empty, next_event, pair, wait_state};
@@ -41,8 +41,14 @@ pub fn wait_timeout_expired(t: &dyn Target) -> Outcome {
     let took = start.elapsed();
     assert_eq!(err, DatError::TIMEOUT_EXPIRED);
     assert_eq!(err.kind(), dat::ErrorType::TimeoutExpired);
-    assert!(took >= Duration::from_millis(50), "returned early after {took:?}");
-    assert_eq!(e.wait(Timeout::ZERO, 1).unwrap_err(), DatError::TIMEOUT_EXPIRED);
+    assert!(
+        took >= Duration::from_millis(50),
+        "returned early after {took:?}"
+    );
+    assert_eq!(
+        e.wait(Timeout::ZERO, 1).unwrap_err(),
+        DatError::TIMEOUT_EXPIRED
+    );
     Outcome::Pass
 }
 
@@ -82,7 +88,10 @@ pub fn wait_threshold(t: &dyn Target) -> Outcome {
     let (_ia, e) = sw(t, 8);
     e.post_se(1).unwrap();
     e.post_se(2).unwrap();
-    assert_eq!(e.wait(Timeout(20_000), 3).unwrap_err(), DatError::TIMEOUT_EXPIRED);
+    assert_eq!(
+        e.wait(Timeout(20_000), 3).unwrap_err(),
+        DatError::TIMEOUT_EXPIRED
+    );
     assert_eq!(e.len(), 2, "a timed-out wait takes nothing");
     e.post_se(3).unwrap();
     let (ev, nmore) = e.wait(crate::harness::WAIT, 3).unwrap();
@@ -94,7 +103,11 @@ pub fn wait_threshold(t: &dyn Target) -> Outcome {
 pub fn wait_threshold_codes(t: &dyn Target) -> Outcome {
     let (_ia, e) = sw(t, 4);
     for th in [0, -1, 5] {
-        assert_eq!(e.wait(Timeout::ZERO, th).unwrap_err(), DatError::invalid_arg(3), "{th}");
+        assert_eq!(
+            e.wait(Timeout::ZERO, th).unwrap_err(),
+            DatError::invalid_arg(3),
+            "{th}"
+        );
     }
     Outcome::Pass
 }
@@ -158,7 +171,10 @@ pub fn resize(t: &dyn Target) -> Outcome {
     e.post_se(1).unwrap();
     e.post_se(2).unwrap();
     e.post_se(3).unwrap();
-    assert_eq!(e.resize(2).unwrap_err().kind(), dat::ErrorType::InvalidState);
+    assert_eq!(
+        e.resize(2).unwrap_err().kind(),
+        dat::ErrorType::InvalidState
+    );
     assert_eq!(e.resize(0), Err(DatError::invalid_arg(2)));
     e.resize(16).unwrap();
     assert_eq!(e.query().unwrap().qlen, 16);
@@ -209,7 +225,10 @@ pub fn cno_triggered(t: &dyn Target) -> Outcome {
     let cno = ia.create_cno().unwrap();
     let e1 = ia.create_evd(4, EvdFlags::SOFTWARE, Some(&cno)).unwrap();
     let _e2 = ia.create_evd(4, EvdFlags::SOFTWARE, Some(&cno)).unwrap();
-    assert_eq!(cno.wait(Timeout(10_000)).unwrap_err(), DatError::TIMEOUT_EXPIRED);
+    assert_eq!(
+        cno.wait(Timeout(10_000)).unwrap_err(),
+        DatError::TIMEOUT_EXPIRED
+    );
     e1.post_se(9).unwrap();
     assert_eq!(cno.wait(crate::harness::WAIT), Ok(Some(e1.id())));
     assert_eq!(pointer(&e1.dequeue().unwrap()), 9);
@@ -223,7 +242,10 @@ pub fn cno_disabled_evd(t: &dyn Target) -> Outcome {
     let e = ia.create_evd(4, EvdFlags::SOFTWARE, Some(&cno)).unwrap();
     e.disable().unwrap();
     e.post_se(1).unwrap();
-    assert_eq!(cno.wait(Timeout(10_000)).unwrap_err(), DatError::TIMEOUT_EXPIRED);
+    assert_eq!(
+        cno.wait(Timeout(10_000)).unwrap_err(),
+        DatError::TIMEOUT_EXPIRED
+    );
     assert_eq!(e.len(), 1);
     e.enable().unwrap();
     e.post_se(2).unwrap();
@@ -239,7 +261,10 @@ pub fn cno_detached(t: &dyn Target) -> Outcome {
     e.modify_cno(Some(&cno)).unwrap();
     e.modify_cno(None).unwrap();
     e.post_se(1).unwrap();
-    assert_eq!(cno.wait(Timeout(10_000)).unwrap_err(), DatError::TIMEOUT_EXPIRED);
+    assert_eq!(
+        cno.wait(Timeout(10_000)).unwrap_err(),
+        DatError::TIMEOUT_EXPIRED
+    );
     Outcome::Pass
 }
 
@@ -253,7 +278,10 @@ pub fn cno_triggered_by_completion(t: &dyn Target) -> Outcome {
     // Drive the initiator until its send completed (the fabric needs progress).
     crate::harness::expect_dto(&p.a.req);
     assert_eq!(cno.wait(crate::harness::WAIT), Ok(Some(p.b.recv.id())));
-    assert_eq!(crate::harness::expect_dto(&p.b.recv).cookie, dat::types::Cookie(1));
+    assert_eq!(
+        crate::harness::expect_dto(&p.b.recv).cookie,
+        dat::types::Cookie(1)
+    );
     Outcome::Pass
 }
 
@@ -286,6 +314,10 @@ pub fn wait_released_by_ia_close(t: &dyn Target) -> Outcome {
     }
     ia.close(CloseFlags::Abrupt).unwrap();
     let r = h.join().expect("waiter thread");
-    assert_eq!(r.unwrap_err().kind(), dat::ErrorType::Abort, "released, not timed out");
+    assert_eq!(
+        r.unwrap_err().kind(),
+        dat::ErrorType::Abort,
+        "released, not timed out"
+    );
     Outcome::Pass
 }

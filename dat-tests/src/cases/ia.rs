@@ -62,13 +62,16 @@ pub fn ia_close_twice_invalid_handle(t: &dyn Target) -> Outcome {
 pub fn ia_close_graceful_with_children(t: &dyn Target) -> Outcome {
     let (a, _b) = t.open_pair();
     let pz = a.create_pz().unwrap();
-    let lmr = pz.alloc(64, MemPriv::LOCAL_READ | MemPriv::LOCAL_WRITE).unwrap();
+    let lmr = pz
+        .alloc(64, MemPriv::LOCAL_READ | MemPriv::LOCAL_WRITE)
+        .unwrap();
     let busy = Err(DatError::invalid_state(Subtype::StateIaInUse));
     assert_eq!(a.close(CloseFlags::Graceful), busy);
     lmr.free().unwrap();
     assert_eq!(a.close(CloseFlags::Graceful), busy);
     pz.free().unwrap();
-    a.close(CloseFlags::Graceful).expect("close without children");
+    a.close(CloseFlags::Graceful)
+        .expect("close without children");
     Outcome::Pass
 }
 

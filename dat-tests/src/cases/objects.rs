@@ -76,7 +76,10 @@ pub fn lmr_query(t: &dyn Target) -> Outcome {
     assert_eq!(q.privs, MemPriv::ALL);
     assert_eq!(q.lmr_context, a.lmr_context());
     assert_eq!(q.rmr_context, a.rmr_context());
-    assert!(q.rmr_context.is_some(), "remote privileges give an rmr_context");
+    assert!(
+        q.rmr_context.is_some(),
+        "remote privileges give an rmr_context"
+    );
     assert_eq!(b.len(), 100);
     assert_ne!(a.lmr_context(), b.lmr_context());
     assert_ne!(a.rmr_context(), b.rmr_context());
@@ -264,7 +267,8 @@ pub fn cno_freed_handle(t: &dyn Target) -> Outcome {
     let cno = ia.create_cno().unwrap();
     cno.free().unwrap();
     assert_eq!(
-        ia.create_evd(4, EvdFlags::SOFTWARE, Some(&cno)).unwrap_err(),
+        ia.create_evd(4, EvdFlags::SOFTWARE, Some(&cno))
+            .unwrap_err(),
         handle(Subtype::InvalidHandleCno)
     );
     let e = ia.create_evd(4, EvdFlags::SOFTWARE, None).unwrap();
@@ -337,9 +341,8 @@ pub fn srq_in_use_by_ep(t: &dyn Target) -> Outcome {
     let srq = s.ia.create_srq(&s.pz, srq_attr()).unwrap();
     let mut attr = s.ep.query().unwrap().config.attr;
     attr.max_recv_dtos = 0;
-    let ep = s
-        .ia
-        .create_ep(&EpParams {
+    let ep =
+        s.ia.create_ep(&EpParams {
             srq: Some(&srq),
             attr: Some(&attr),
             ..s.ep_params()
@@ -370,7 +373,10 @@ pub fn ep_create_query(t: &dyn Target) -> Outcome {
     let q = s.ep.query().unwrap();
     assert_eq!(q.state, EpState::Unconnected);
     assert_eq!(q.local_address, s.addr());
-    assert_eq!((q.remote_address, q.remote_qual, q.local_qual), (None, None, None));
+    assert_eq!(
+        (q.remote_address, q.remote_qual, q.local_qual),
+        (None, None, None)
+    );
     assert_eq!(q.config.pz, Some(s.pz.id()));
     assert_eq!(q.config.recv_evd, Some(s.recv.id()));
     assert_eq!(q.config.request_evd, Some(s.req.id()));
@@ -385,39 +391,35 @@ pub fn ep_create_bad_handles(t: &dyn Target) -> Outcome {
     let pz = s.ia.create_pz().unwrap();
     pz.free().unwrap();
     assert_eq!(
-        s.ia
-            .create_ep(&EpParams {
-                pz: Some(&pz),
-                ..s.ep_params()
-            })
-            .unwrap_err(),
+        s.ia.create_ep(&EpParams {
+            pz: Some(&pz),
+            ..s.ep_params()
+        })
+        .unwrap_err(),
         handle(Subtype::InvalidHandlePz)
     );
     assert_eq!(
-        s.ia
-            .create_ep(&EpParams {
-                recv_evd: Some(&s.conn),
-                ..s.ep_params()
-            })
-            .unwrap_err(),
+        s.ia.create_ep(&EpParams {
+            recv_evd: Some(&s.conn),
+            ..s.ep_params()
+        })
+        .unwrap_err(),
         handle(Subtype::InvalidHandleEvdRecv)
     );
     assert_eq!(
-        s.ia
-            .create_ep(&EpParams {
-                request_evd: Some(&s.cr),
-                ..s.ep_params()
-            })
-            .unwrap_err(),
+        s.ia.create_ep(&EpParams {
+            request_evd: Some(&s.cr),
+            ..s.ep_params()
+        })
+        .unwrap_err(),
         handle(Subtype::InvalidHandleEvdRequest)
     );
     assert_eq!(
-        s.ia
-            .create_ep(&EpParams {
-                connect_evd: Some(&s.req),
-                ..s.ep_params()
-            })
-            .unwrap_err(),
+        s.ia.create_ep(&EpParams {
+            connect_evd: Some(&s.req),
+            ..s.ep_params()
+        })
+        .unwrap_err(),
         handle(Subtype::InvalidHandleEvdConn)
     );
     Outcome::Pass
@@ -442,7 +444,11 @@ pub fn ep_double_free(t: &dyn Target) -> Outcome {
         Err(h)
     );
     assert_eq!(
-        s.ep.post_send(&[], dat::types::Cookie(0), dat::types::CompletionFlags::DEFAULT),
+        s.ep.post_send(
+            &[],
+            dat::types::Cookie(0),
+            dat::types::CompletionFlags::DEFAULT
+        ),
         Err(h)
     );
     crate::harness::connect_ep_err(&s.ep, &s.addr(), ConnQual(1), h);
@@ -478,8 +484,7 @@ pub fn psp_create_query_in_use(t: &dyn Target) -> Outcome {
 pub fn psp_needs_cr_evd(t: &dyn Target) -> Outcome {
     let s = Side::new(ia(t));
     assert_eq!(
-        s.ia
-            .create_psp(t.qual(), &s.conn, PspFlags::Consumer)
+        s.ia.create_psp(t.qual(), &s.conn, PspFlags::Consumer)
             .unwrap_err(),
         handle(Subtype::InvalidHandleEvdCr)
     );
@@ -487,7 +492,11 @@ pub fn psp_needs_cr_evd(t: &dyn Target) -> Outcome {
         s.ia.create_rsp(t.qual(), &s.ep, &s.req).unwrap_err(),
         handle(Subtype::InvalidHandleEvdCr)
     );
-    assert_eq!(s.ep.state(), Ok(EpState::Unconnected), "failed RSP leaves U");
+    assert_eq!(
+        s.ep.state(),
+        Ok(EpState::Unconnected),
+        "failed RSP leaves U"
+    );
     Outcome::Pass
 }
 
@@ -524,7 +533,10 @@ pub fn psp_provider_flag_advertised(t: &dyn Target) -> Outcome {
     let s = Side::new(ia(t));
     let r = s.ia.create_psp(t.qual(), &s.cr, PspFlags::Provider);
     if s.ia.provider_attr().psp_provider_flag_supported {
-        assert_eq!(r.unwrap().query().unwrap().psp_flags, Some(PspFlags::Provider));
+        assert_eq!(
+            r.unwrap().query().unwrap().psp_flags,
+            Some(PspFlags::Provider)
+        );
     } else {
         assert_eq!(r.unwrap_err(), DatError::invalid_arg(4));
     }

@@ -25,11 +25,13 @@ pub fn local_wrong_lmr_context(t: &dyn Target) -> Outcome {
     let mut bad = p.a.lmr.triplet(0, 8);
     bad.lmr_context ^= 0x00F0_0F01;
     assert_eq!(
-        p.a.ep.post_send(&[bad], Cookie(1), CompletionFlags::DEFAULT),
+        p.a.ep
+            .post_send(&[bad], Cookie(1), CompletionFlags::DEFAULT),
         Err(prot(Subtype::ProtectionRead))
     );
     assert_eq!(
-        p.a.ep.post_recv(&[bad], Cookie(1), CompletionFlags::DEFAULT),
+        p.a.ep
+            .post_recv(&[bad], Cookie(1), CompletionFlags::DEFAULT),
         Err(prot(Subtype::ProtectionWrite))
     );
     assert_empty(&p.a.req);
@@ -43,11 +45,20 @@ pub fn local_other_pz(t: &dyn Target) -> Outcome {
     let pz2 = p.a.ia.create_pz().unwrap();
     let foreign = pz2.alloc(64, MemPriv::ALL).unwrap();
     assert_eq!(
-        p.a.ep.post_send(&[foreign.triplet(0, 8)], Cookie(1), CompletionFlags::DEFAULT),
+        p.a.ep.post_send(
+            &[foreign.triplet(0, 8)],
+            Cookie(1),
+            CompletionFlags::DEFAULT
+        ),
         Err(prot(Subtype::ProtectionRead))
     );
     assert_eq!(
-        p.a.ep.post_rdma_read(&[foreign.triplet(0, 8)], Cookie(1), p.b.lmr.rmr_triplet(0, 8), CompletionFlags::DEFAULT),
+        p.a.ep.post_rdma_read(
+            &[foreign.triplet(0, 8)],
+            Cookie(1),
+            p.b.lmr.rmr_triplet(0, 8),
+            CompletionFlags::DEFAULT
+        ),
         Err(prot(Subtype::ProtectionWrite))
     );
     Outcome::Pass
@@ -70,12 +81,14 @@ pub fn local_out_of_bounds(t: &dyn Target) -> Outcome {
     };
     for bad in [past, before, wrap] {
         assert_eq!(
-            p.a.ep.post_send(&[bad], Cookie(1), CompletionFlags::DEFAULT),
+            p.a.ep
+                .post_send(&[bad], Cookie(1), CompletionFlags::DEFAULT),
             Err(DatError::invalid_arg(3)),
             "{bad:?}"
         );
         assert_eq!(
-            p.a.ep.post_recv(&[bad], Cookie(1), CompletionFlags::DEFAULT),
+            p.a.ep
+                .post_recv(&[bad], Cookie(1), CompletionFlags::DEFAULT),
             Err(DatError::invalid_arg(3)),
             "{bad:?}"
         );
@@ -90,19 +103,31 @@ pub fn local_missing_privilege(t: &dyn Target) -> Outcome {
     let ro = p.a.pz.alloc(64, MemPriv::LOCAL_READ).unwrap();
     let wo = p.a.pz.alloc(64, MemPriv::LOCAL_WRITE).unwrap();
     assert_eq!(
-        p.a.ep.post_recv(&[ro.triplet(0, 8)], Cookie(1), CompletionFlags::DEFAULT),
+        p.a.ep
+            .post_recv(&[ro.triplet(0, 8)], Cookie(1), CompletionFlags::DEFAULT),
         Err(privs(Subtype::PrivilegesWrite))
     );
     assert_eq!(
-        p.a.ep.post_send(&[wo.triplet(0, 8)], Cookie(1), CompletionFlags::DEFAULT),
+        p.a.ep
+            .post_send(&[wo.triplet(0, 8)], Cookie(1), CompletionFlags::DEFAULT),
         Err(privs(Subtype::PrivilegesRead))
     );
     assert_eq!(
-        p.a.ep.post_rdma_read(&[ro.triplet(0, 8)], Cookie(1), p.b.lmr.rmr_triplet(0, 8), CompletionFlags::DEFAULT),
+        p.a.ep.post_rdma_read(
+            &[ro.triplet(0, 8)],
+            Cookie(1),
+            p.b.lmr.rmr_triplet(0, 8),
+            CompletionFlags::DEFAULT
+        ),
         Err(privs(Subtype::PrivilegesWrite))
     );
     assert_eq!(
-        p.a.ep.post_rdma_write(&[wo.triplet(0, 8)], Cookie(1), p.b.lmr.rmr_triplet(0, 8), CompletionFlags::DEFAULT),
+        p.a.ep.post_rdma_write(
+            &[wo.triplet(0, 8)],
+            Cookie(1),
+            p.b.lmr.rmr_triplet(0, 8),
+            CompletionFlags::DEFAULT
+        ),
         Err(privs(Subtype::PrivilegesRead))
     );
     assert_empty(&p.a.req);
@@ -131,12 +156,26 @@ fn remote_violation(p: &Pair, target_lmr: &dat::Lmr, remote: RmrTriplet, write: 
     p.a.lmr.write(1000, &[0xC3; 64]).unwrap();
     let len = remote.segment_length.min(64);
     let r = if write {
-        p.a.ep.post_rdma_write(&[p.a.lmr.triplet(0, len)], Cookie(66), remote, CompletionFlags::DEFAULT)
+        p.a.ep.post_rdma_write(
+            &[p.a.lmr.triplet(0, len)],
+            Cookie(66),
+            remote,
+            CompletionFlags::DEFAULT,
+        )
     } else {
-        p.a.ep.post_rdma_read(&[p.a.lmr.triplet(1000, len)], Cookie(66), remote, CompletionFlags::DEFAULT)
+        p.a.ep.post_rdma_read(
+            &[p.a.lmr.triplet(1000, len)],
+            Cookie(66),
+            remote,
+            CompletionFlags::DEFAULT,
+        )
     };
     assert_eq!(r, Ok(()), "a remote fault is reported asynchronously");
-    let op = if write { DtoOp::RdmaWrite } else { DtoOp::RdmaRead };
+    let op = if write {
+        DtoOp::RdmaWrite
+    } else {
+        DtoOp::RdmaRead
+    };
     let c = expect_completion(&p.a.req, &p.a.ep, 66, DtoStatus::RemoteAccess, op, 0);
     assert_eq!(c.transferred_length, 0);
     expect_conn(&p.a.conn, EventNumber::Broken, &p.a.ep);
@@ -144,7 +183,11 @@ fn remote_violation(p: &Pair, target_lmr: &dat::Lmr, remote: RmrTriplet, write: 
     assert_eq!(p.a.ep.state(), Ok(EpState::Disconnected));
     assert_eq!(p.b.ep.state(), Ok(EpState::Disconnected));
     assert_eq!(target_lmr.to_vec(), before, "no byte of the target changed");
-    assert_eq!(read(&p.a.lmr, 1000, 64), vec![0xC3; 64], "no byte of the sink changed");
+    assert_eq!(
+        read(&p.a.lmr, 1000, 64),
+        vec![0xC3; 64],
+        "no byte of the sink changed"
+    );
 }
 
 /// Remote write with a wrong `rmr_context`.
@@ -176,11 +219,13 @@ pub fn remote_read_out_of_bounds(t: &dyn Target) -> Outcome {
 /// Remote write into memory registered without REMOTE_WRITE.
 pub fn remote_write_without_privilege(t: &dyn Target) -> Outcome {
     let p = pair(t);
-    let ro = p
-        .b
-        .pz
-        .alloc(64, MemPriv::LOCAL_READ | MemPriv::LOCAL_WRITE | MemPriv::REMOTE_READ)
-        .unwrap();
+    let ro =
+        p.b.pz
+            .alloc(
+                64,
+                MemPriv::LOCAL_READ | MemPriv::LOCAL_WRITE | MemPriv::REMOTE_READ,
+            )
+            .unwrap();
     ro.write(0, b"read-only").unwrap();
     remote_violation(&p, &ro, ro.rmr_triplet(0, 16), true);
     Outcome::Pass
@@ -189,11 +234,13 @@ pub fn remote_write_without_privilege(t: &dyn Target) -> Outcome {
 /// Remote read of memory registered without REMOTE_READ.
 pub fn remote_read_without_privilege(t: &dyn Target) -> Outcome {
     let p = pair(t);
-    let wo = p
-        .b
-        .pz
-        .alloc(64, MemPriv::LOCAL_READ | MemPriv::LOCAL_WRITE | MemPriv::REMOTE_WRITE)
-        .unwrap();
+    let wo =
+        p.b.pz
+            .alloc(
+                64,
+                MemPriv::LOCAL_READ | MemPriv::LOCAL_WRITE | MemPriv::REMOTE_WRITE,
+            )
+            .unwrap();
     wo.write(0, b"secret").unwrap();
     remote_violation(&p, &wo, wo.rmr_triplet(0, 16), false);
     Outcome::Pass
@@ -222,11 +269,10 @@ pub fn remote_freed_lmr(t: &dyn Target) -> Outcome {
 /// A local-only LMR has no remote key: its remote triplet (context 0) is refused remotely.
 pub fn remote_local_only_lmr(t: &dyn Target) -> Outcome {
     let p = pair(t);
-    let local = p
-        .b
-        .pz
-        .alloc(64, MemPriv::LOCAL_READ | MemPriv::LOCAL_WRITE)
-        .unwrap();
+    let local =
+        p.b.pz
+            .alloc(64, MemPriv::LOCAL_READ | MemPriv::LOCAL_WRITE)
+            .unwrap();
     local.write(0, b"local only").unwrap();
     remote_violation(&p, &local, local.rmr_triplet(0, 16), true);
     Outcome::Pass
@@ -240,7 +286,11 @@ pub fn remote_fault_breaks_connection(t: &dyn Target) -> Outcome {
     bad.rmr_context ^= 1;
     remote_violation(&p, &p.b.lmr, bad, true);
     p.a.ep
-        .post_send(&[p.a.lmr.triplet(0, 4)], Cookie(67), CompletionFlags::DEFAULT)
+        .post_send(
+            &[p.a.lmr.triplet(0, 4)],
+            Cookie(67),
+            CompletionFlags::DEFAULT,
+        )
         .unwrap();
     expect_completion(&p.a.req, &p.a.ep, 67, DtoStatus::Flushed, DtoOp::Send, 0);
     let ev = crate::harness::next_event(&p.a.ia.async_evd());

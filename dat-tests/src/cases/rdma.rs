@@ -20,9 +20,21 @@ pub fn rdma_write_basic(t: &dyn Target) -> Outcome {
     let data = pattern(4000, 3);
     p.a.lmr.write(100, &data).unwrap();
     p.a.ep
-        .post_rdma_write(&[p.a.lmr.triplet(100, 4000)], Cookie(1), p.b.lmr.rmr_triplet(8000, 4000), CompletionFlags::DEFAULT)
+        .post_rdma_write(
+            &[p.a.lmr.triplet(100, 4000)],
+            Cookie(1),
+            p.b.lmr.rmr_triplet(8000, 4000),
+            CompletionFlags::DEFAULT,
+        )
         .unwrap();
-    expect_completion(&p.a.req, &p.a.ep, 1, DtoStatus::Success, DtoOp::RdmaWrite, 4000);
+    expect_completion(
+        &p.a.req,
+        &p.a.ep,
+        1,
+        DtoStatus::Success,
+        DtoOp::RdmaWrite,
+        4000,
+    );
     assert_eq!(read(&p.b.lmr, 8000, 4000), data);
     assert_empty(&p.b.recv);
     assert_empty(&p.b.req);
@@ -38,9 +50,21 @@ pub fn rdma_read_basic(t: &dyn Target) -> Outcome {
     let data = pattern(3000, 4);
     p.b.lmr.write(5, &data).unwrap();
     p.a.ep
-        .post_rdma_read(&[p.a.lmr.triplet(0, 3000)], Cookie(2), p.b.lmr.rmr_triplet(5, 3000), CompletionFlags::DEFAULT)
+        .post_rdma_read(
+            &[p.a.lmr.triplet(0, 3000)],
+            Cookie(2),
+            p.b.lmr.rmr_triplet(5, 3000),
+            CompletionFlags::DEFAULT,
+        )
         .unwrap();
-    expect_completion(&p.a.req, &p.a.ep, 2, DtoStatus::Success, DtoOp::RdmaRead, 3000);
+    expect_completion(
+        &p.a.req,
+        &p.a.ep,
+        2,
+        DtoStatus::Success,
+        DtoOp::RdmaRead,
+        3000,
+    );
     assert_eq!(read(&p.a.lmr, 0, 3000), data);
     assert_empty(&p.b.recv);
     assert_empty(&p.b.req);
@@ -55,13 +79,24 @@ pub fn rdma_write_gather(t: &dyn Target) -> Outcome {
     p.a.lmr.write(50_000, b"three").unwrap();
     p.a.ep
         .post_rdma_write(
-            &[p.a.lmr.triplet(0, 3), p.a.lmr.triplet(1000, 3), p.a.lmr.triplet(50_000, 5)],
+            &[
+                p.a.lmr.triplet(0, 3),
+                p.a.lmr.triplet(1000, 3),
+                p.a.lmr.triplet(50_000, 5),
+            ],
             Cookie(3),
             p.b.lmr.rmr_triplet(77, 11),
             CompletionFlags::DEFAULT,
         )
         .unwrap();
-    expect_completion(&p.a.req, &p.a.ep, 3, DtoStatus::Success, DtoOp::RdmaWrite, 11);
+    expect_completion(
+        &p.a.req,
+        &p.a.ep,
+        3,
+        DtoStatus::Success,
+        DtoOp::RdmaWrite,
+        11,
+    );
     assert_eq!(read(&p.b.lmr, 77, 11), b"onetwothree");
     Outcome::Pass
 }
@@ -75,13 +110,24 @@ pub fn rdma_read_scatter(t: &dyn Target) -> Outcome {
     p.b.lmr.write(300, b"abcdefghijk").unwrap();
     p.a.ep
         .post_rdma_read(
-            &[p.a.lmr.triplet(9, 4), p.a.lmr.triplet(0, 2), p.a.lmr.triplet(4096, 5)],
+            &[
+                p.a.lmr.triplet(9, 4),
+                p.a.lmr.triplet(0, 2),
+                p.a.lmr.triplet(4096, 5),
+            ],
             Cookie(4),
             p.b.lmr.rmr_triplet(300, 11),
             CompletionFlags::DEFAULT,
         )
         .unwrap();
-    expect_completion(&p.a.req, &p.a.ep, 4, DtoStatus::Success, DtoOp::RdmaRead, 11);
+    expect_completion(
+        &p.a.req,
+        &p.a.ep,
+        4,
+        DtoStatus::Success,
+        DtoOp::RdmaRead,
+        11,
+    );
     assert_eq!(read(&p.a.lmr, 9, 4), b"abcd");
     assert_eq!(read(&p.a.lmr, 0, 2), b"ef");
     assert_eq!(read(&p.a.lmr, 4096, 5), b"ghijk");
@@ -118,9 +164,21 @@ pub fn rdma_write_64mib(t: &dyn Target) -> Outcome {
     let dst = big(&p, &p.b);
     src.write(0, &pattern(BIG, 64)).unwrap();
     p.a.ep
-        .post_rdma_write(&[src.triplet(0, BIG as u32)], Cookie(64), dst.rmr_triplet(0, BIG as u32), CompletionFlags::DEFAULT)
+        .post_rdma_write(
+            &[src.triplet(0, BIG as u32)],
+            Cookie(64),
+            dst.rmr_triplet(0, BIG as u32),
+            CompletionFlags::DEFAULT,
+        )
         .unwrap();
-    expect_completion(&p.a.req, &p.a.ep, 64, DtoStatus::Success, DtoOp::RdmaWrite, BIG as u32);
+    expect_completion(
+        &p.a.req,
+        &p.a.ep,
+        64,
+        DtoStatus::Success,
+        DtoOp::RdmaWrite,
+        BIG as u32,
+    );
     assert_eq!(checksum(&src), checksum(&dst));
     Outcome::Pass
 }
@@ -138,9 +196,21 @@ pub fn rdma_read_64mib(t: &dyn Target) -> Outcome {
     let dst = big(&p, &p.a);
     src.write(0, &pattern(BIG, 65)).unwrap();
     p.a.ep
-        .post_rdma_read(&[dst.triplet(0, BIG as u32)], Cookie(65), src.rmr_triplet(0, BIG as u32), CompletionFlags::DEFAULT)
+        .post_rdma_read(
+            &[dst.triplet(0, BIG as u32)],
+            Cookie(65),
+            src.rmr_triplet(0, BIG as u32),
+            CompletionFlags::DEFAULT,
+        )
         .unwrap();
-    expect_completion(&p.a.req, &p.a.ep, 65, DtoStatus::Success, DtoOp::RdmaRead, BIG as u32);
+    expect_completion(
+        &p.a.req,
+        &p.a.ep,
+        65,
+        DtoStatus::Success,
+        DtoOp::RdmaRead,
+        BIG as u32,
+    );
     assert_eq!(checksum(&src), checksum(&dst));
     Outcome::Pass
 }
@@ -152,17 +222,45 @@ pub fn rdma_unaligned(t: &dyn Target) -> Outcome {
     p.a.lmr.write(3, &data).unwrap();
     p.b.lmr.write(0, &[0xEE; 16]).unwrap();
     p.a.ep
-        .post_rdma_write(&[p.a.lmr.triplet(3, 4093)], Cookie(1), p.b.lmr.rmr_triplet(7, 4093), CompletionFlags::DEFAULT)
+        .post_rdma_write(
+            &[p.a.lmr.triplet(3, 4093)],
+            Cookie(1),
+            p.b.lmr.rmr_triplet(7, 4093),
+            CompletionFlags::DEFAULT,
+        )
         .unwrap();
-    expect_completion(&p.a.req, &p.a.ep, 1, DtoStatus::Success, DtoOp::RdmaWrite, 4093);
+    expect_completion(
+        &p.a.req,
+        &p.a.ep,
+        1,
+        DtoStatus::Success,
+        DtoOp::RdmaWrite,
+        4093,
+    );
     assert_eq!(read(&p.b.lmr, 7, 4093), data);
-    assert_eq!(read(&p.b.lmr, 0, 7), vec![0xEE; 7], "bytes before untouched");
+    assert_eq!(
+        read(&p.b.lmr, 0, 7),
+        vec![0xEE; 7],
+        "bytes before untouched"
+    );
     assert_eq!(read(&p.b.lmr, 4100, 1), vec![0], "byte after untouched");
     if p.a.ia.provider_attr().rdma_read_supported {
         p.a.ep
-            .post_rdma_read(&[p.a.lmr.triplet(10_001, 4093)], Cookie(2), p.b.lmr.rmr_triplet(7, 4093), CompletionFlags::DEFAULT)
+            .post_rdma_read(
+                &[p.a.lmr.triplet(10_001, 4093)],
+                Cookie(2),
+                p.b.lmr.rmr_triplet(7, 4093),
+                CompletionFlags::DEFAULT,
+            )
             .unwrap();
-        expect_completion(&p.a.req, &p.a.ep, 2, DtoStatus::Success, DtoOp::RdmaRead, 4093);
+        expect_completion(
+            &p.a.req,
+            &p.a.ep,
+            2,
+            DtoStatus::Success,
+            DtoOp::RdmaRead,
+            4093,
+        );
         assert_eq!(read(&p.a.lmr, 10_001, 4093), data);
         assert_eq!(read(&p.a.lmr, 14_094, 1), vec![0]);
     }
@@ -174,9 +272,21 @@ pub fn rdma_write_zero_length(t: &dyn Target) -> Outcome {
     let p = pair(t);
     p.b.lmr.write(0, b"same").unwrap();
     p.a.ep
-        .post_rdma_write(&[], Cookie(5), p.b.lmr.rmr_triplet(0, 0), CompletionFlags::DEFAULT)
+        .post_rdma_write(
+            &[],
+            Cookie(5),
+            p.b.lmr.rmr_triplet(0, 0),
+            CompletionFlags::DEFAULT,
+        )
         .unwrap();
-    expect_completion(&p.a.req, &p.a.ep, 5, DtoStatus::Success, DtoOp::RdmaWrite, 0);
+    expect_completion(
+        &p.a.req,
+        &p.a.ep,
+        5,
+        DtoStatus::Success,
+        DtoOp::RdmaWrite,
+        0,
+    );
     assert_eq!(read(&p.b.lmr, 0, 4), b"same");
     Outcome::Pass
 }
@@ -186,11 +296,21 @@ pub fn rdma_length_error(t: &dyn Target) -> Outcome {
     let p = pair(t);
     let len = DatError::new(ErrorType::LengthError, Subtype::NoSubtype);
     assert_eq!(
-        p.a.ep.post_rdma_write(&[p.a.lmr.triplet(0, 9)], Cookie(1), p.b.lmr.rmr_triplet(0, 8), CompletionFlags::DEFAULT),
+        p.a.ep.post_rdma_write(
+            &[p.a.lmr.triplet(0, 9)],
+            Cookie(1),
+            p.b.lmr.rmr_triplet(0, 8),
+            CompletionFlags::DEFAULT
+        ),
         Err(len)
     );
     assert_eq!(
-        p.a.ep.post_rdma_read(&[p.a.lmr.triplet(0, 9)], Cookie(1), p.b.lmr.rmr_triplet(0, 8), CompletionFlags::DEFAULT),
+        p.a.ep.post_rdma_read(
+            &[p.a.lmr.triplet(0, 9)],
+            Cookie(1),
+            p.b.lmr.rmr_triplet(0, 8),
+            CompletionFlags::DEFAULT
+        ),
         Err(len)
     );
     assert_empty(&p.a.req);
@@ -206,12 +326,24 @@ pub fn rdma_write_then_send_ordering(t: &dyn Target) -> Outcome {
     p.a.lmr.write(0, &data).unwrap();
     post_recv(&p.b, &p.b.ep, 60_000, 16, 1);
     p.a.ep
-        .post_rdma_write(&[p.a.lmr.triplet(0, 10_000)], Cookie(2), p.b.lmr.rmr_triplet(20_000, 10_000), CompletionFlags::DEFAULT)
+        .post_rdma_write(
+            &[p.a.lmr.triplet(0, 10_000)],
+            Cookie(2),
+            p.b.lmr.rmr_triplet(20_000, 10_000),
+            CompletionFlags::DEFAULT,
+        )
         .unwrap();
     post_send(&p.a, &p.a.ep, 0, 4, 3);
     expect_completion(&p.b.recv, &p.b.ep, 1, DtoStatus::Success, DtoOp::Receive, 4);
     assert_eq!(read(&p.b.lmr, 20_000, 10_000), data);
-    expect_completion(&p.a.req, &p.a.ep, 2, DtoStatus::Success, DtoOp::RdmaWrite, 10_000);
+    expect_completion(
+        &p.a.req,
+        &p.a.ep,
+        2,
+        DtoStatus::Success,
+        DtoOp::RdmaWrite,
+        10_000,
+    );
     expect_completion(&p.a.req, &p.a.ep, 3, DtoStatus::Success, DtoOp::Send, 4);
     Outcome::Pass
 }
@@ -222,11 +354,23 @@ pub fn rdma_many_outstanding(t: &dyn Target) -> Outcome {
     for i in 0..100u64 {
         p.a.lmr.write((i * 64) as usize, &pattern(64, i)).unwrap();
         p.a.ep
-            .post_rdma_write(&[p.a.lmr.triplet(i * 64, 64)], Cookie(i), p.b.lmr.rmr_triplet(i * 64, 64), CompletionFlags::DEFAULT)
+            .post_rdma_write(
+                &[p.a.lmr.triplet(i * 64, 64)],
+                Cookie(i),
+                p.b.lmr.rmr_triplet(i * 64, 64),
+                CompletionFlags::DEFAULT,
+            )
             .unwrap();
     }
     for i in 0..100u64 {
-        expect_completion(&p.a.req, &p.a.ep, i, DtoStatus::Success, DtoOp::RdmaWrite, 64);
+        expect_completion(
+            &p.a.req,
+            &p.a.ep,
+            i,
+            DtoStatus::Success,
+            DtoOp::RdmaWrite,
+            64,
+        );
     }
     for i in 0..100u64 {
         assert_eq!(read(&p.b.lmr, (i * 64) as usize, 64), pattern(64, i));

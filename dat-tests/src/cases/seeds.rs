@@ -75,7 +75,7 @@ pub fn seed_connect_non_peer_rejected(t: &dyn Target) -> Outcome {
 
 /// connect: "When the timeout expired prior to completion of the Connection establishment,
 /// the local Endpoint is automatically transitioned into a DAT_EP_STATE_DISCONNECTED state
-/// and the local Consumer [notified] through a DAT_CONNECTION_EVENT_TIMED_OUT event."
+/// and the local Consumer (notified) through a DAT_CONNECTION_EVENT_TIMED_OUT event."
 pub fn seed_connect_timed_out(t: &dyn Target) -> Outcome {
     let (a, b) = sides(t);
     let psp = b.psp(t);
@@ -109,7 +109,10 @@ pub fn seed_connect_qos_model_not_supported(t: &dyn Target) -> Outcome {
             Qos::HighThroughput,
             dat::ConnectFlags::Default
         ),
-        Err(DatError::new(ErrorType::ModelNotSupported, Subtype::NoSubtype))
+        Err(DatError::new(
+            ErrorType::ModelNotSupported,
+            Subtype::NoSubtype
+        ))
     );
     assert_eq!(a.ep.state(), Ok(EpState::Unconnected));
     Outcome::Pass
@@ -119,12 +122,7 @@ pub fn seed_connect_qos_model_not_supported(t: &dyn Target) -> Outcome {
 /// DAT_EP_STATE_UNCONNECTED state."
 pub fn seed_connect_not_unconnected(t: &dyn Target) -> Outcome {
     let p = pair(t);
-    crate::harness::connect_ep_err(
-        &p.a.ep,
-        &p.b.addr(),
-        p.qual,
-        ise(EpState::Connected),
-    );
+    crate::harness::connect_ep_err(&p.a.ep, &p.b.addr(), p.qual, ise(EpState::Connected));
     Outcome::Pass
 }
 
@@ -158,7 +156,10 @@ pub fn seed_dup_connect_same_remote_end(t: &dyn Target) -> Outcome {
     assert_eq!(q.conn_qual, p.qual);
     assert_eq!(q.remote_address.ip(), p.a.addr().ip());
     let qf = fresh.query().unwrap();
-    assert_eq!((qf.remote_address, qf.remote_qual), (Some(p.b.addr()), Some(p.qual)));
+    assert_eq!(
+        (qf.remote_address, qf.remote_qual),
+        (Some(p.b.addr()), Some(p.qual))
+    );
     Outcome::Pass
 }
 
@@ -188,13 +189,19 @@ pub fn seed_dup_connect_peer_rejected(t: &dyn Target) -> Outcome {
     fresh
         .dup_connect(&p.a.ep, CONNECT_TIMEOUT, b"", Qos::BestEffort)
         .unwrap();
-    expect_cr(&p.b.ia, &p.b.cr, &p.psp).reject(b"dup-no").unwrap();
+    expect_cr(&p.b.ia, &p.b.cr, &p.psp)
+        .reject(b"dup-no")
+        .unwrap();
     assert_eq!(
         &*expect_conn(&p.a.conn, EventNumber::PeerRejected, &fresh),
         b"dup-no"
     );
     assert_eq!(fresh.state(), Ok(EpState::Disconnected));
-    assert_eq!(p.a.ep.state(), Ok(EpState::Connected), "the dup is untouched");
+    assert_eq!(
+        p.a.ep.state(),
+        Ok(EpState::Connected),
+        "the dup is untouched"
+    );
     Outcome::Pass
 }
 
@@ -218,7 +225,10 @@ pub fn seed_dup_connect_sync_codes(t: &dyn Target) -> Outcome {
     let fresh = p.a.another_ep();
     assert_eq!(
         fresh.dup_connect(&p.a.ep, CONNECT_TIMEOUT, b"", Qos::HighThroughput),
-        Err(DatError::new(ErrorType::ModelNotSupported, Subtype::NoSubtype))
+        Err(DatError::new(
+            ErrorType::ModelNotSupported,
+            Subtype::NoSubtype
+        ))
     );
     assert_eq!(
         fresh.dup_connect(&p.a.ep, Timeout::ZERO, b"", Qos::BestEffort),
@@ -261,7 +271,11 @@ pub fn seed_disconnect_event_and_state(t: &dyn Target) -> Outcome {
 pub fn seed_disconnect_disconnected_noop(t: &dyn Target) -> Outcome {
     let p = pair(t);
     crate::harness::disconnect_pair(&p);
-    for f in [CloseFlags::Graceful, CloseFlags::Abrupt, CloseFlags::Graceful] {
+    for f in [
+        CloseFlags::Graceful,
+        CloseFlags::Abrupt,
+        CloseFlags::Graceful,
+    ] {
         assert_eq!(p.a.ep.disconnect(f), Ok(()));
         assert_eq!(p.b.ep.disconnect(f), Ok(()));
     }
@@ -323,7 +337,9 @@ pub fn seed_disconnect_cp_flushes_recvs(t: &dyn Target) -> Outcome {
     crate::harness::post_recv(&b, &b.ep, 0, 32, 51);
     let psp = b.psp(t);
     connect_ep(&a.ep, &b.addr(), psp.conn_qual(), b"");
-    expect_cr(&b.ia, &b.cr, &psp).accept(Some(&b.ep), b"").unwrap();
+    expect_cr(&b.ia, &b.cr, &psp)
+        .accept(Some(&b.ep), b"")
+        .unwrap();
     if b.ep.state() != Ok(EpState::CompletionPending) {
         return Outcome::Skip("COMPLETION_PENDING not observable on this target".into());
     }
@@ -352,8 +368,22 @@ pub fn seed_disconnect_abrupt_flushes_outstanding(t: &dyn Target) -> Outcome {
     expect_conn(&p.a.conn, EventNumber::Disconnected, &p.a.ep);
     expect_conn(&p.b.conn, EventNumber::Disconnected, &p.b.ep);
     for i in 0..4u64 {
-        expect_completion(&p.a.recv, &p.a.ep, 100 + i, DtoStatus::Flushed, DtoOp::Receive, 0);
-        expect_completion(&p.b.recv, &p.b.ep, 200 + i, DtoStatus::Flushed, DtoOp::Receive, 0);
+        expect_completion(
+            &p.a.recv,
+            &p.a.ep,
+            100 + i,
+            DtoStatus::Flushed,
+            DtoOp::Receive,
+            0,
+        );
+        expect_completion(
+            &p.b.recv,
+            &p.b.ep,
+            200 + i,
+            DtoStatus::Flushed,
+            DtoOp::Receive,
+            0,
+        );
     }
     Outcome::Pass
 }
@@ -381,14 +411,20 @@ pub fn seed_disconnect_graceful_completes_first(t: &dyn Target) -> Outcome {
     let lmr = pz.alloc(4096, MemPriv::ALL).unwrap();
     let psp = b.psp(t);
     connect_ep(&ep, &b.addr(), psp.conn_qual(), b"");
-    expect_cr(&b.ia, &b.cr, &psp).accept(Some(&b.ep), b"").unwrap();
+    expect_cr(&b.ia, &b.cr, &psp)
+        .accept(Some(&b.ep), b"")
+        .unwrap();
     expect_conn(&one, EventNumber::Established, &ep);
     for i in 0..8u64 {
         crate::harness::post_recv(&b, &b.ep, i * 16, 16, i);
     }
     for i in 0..8u64 {
-        ep.post_send(&[lmr.triplet(i * 16, 16)], Cookie(i), CompletionFlags::DEFAULT)
-            .unwrap();
+        ep.post_send(
+            &[lmr.triplet(i * 16, 16)],
+            Cookie(i),
+            CompletionFlags::DEFAULT,
+        )
+        .unwrap();
     }
     ep.disconnect(CloseFlags::Graceful).unwrap();
     let mut sends = 0;
@@ -396,7 +432,11 @@ pub fn seed_disconnect_graceful_completes_first(t: &dyn Target) -> Outcome {
         let ev = crate::harness::next_event(&one);
         match ev.data {
             EventData::Dto(c) => {
-                assert_eq!((c.status, c.cookie), (DtoStatus::Success, Cookie(sends)), "{c:?}");
+                assert_eq!(
+                    (c.status, c.cookie),
+                    (DtoStatus::Success, Cookie(sends)),
+                    "{c:?}"
+                );
                 sends += 1;
             }
             EventData::Connection { .. } => {
@@ -494,11 +534,28 @@ pub fn seed_ep_create_completion_routing(t: &dyn Target) -> Outcome {
     expect_completion(&p.a.req, &p.a.ep, 2, DtoStatus::Success, DtoOp::Send, 8);
     expect_completion(&p.b.recv, &p.b.ep, 1, DtoStatus::Success, DtoOp::Receive, 8);
     p.a.ep
-        .post_rdma_write(&[p.a.lmr.triplet(0, 8)], Cookie(3), p.b.lmr.rmr_triplet(0, 8), CompletionFlags::DEFAULT)
+        .post_rdma_write(
+            &[p.a.lmr.triplet(0, 8)],
+            Cookie(3),
+            p.b.lmr.rmr_triplet(0, 8),
+            CompletionFlags::DEFAULT,
+        )
         .unwrap();
-    expect_completion(&p.a.req, &p.a.ep, 3, DtoStatus::Success, DtoOp::RdmaWrite, 8);
+    expect_completion(
+        &p.a.req,
+        &p.a.ep,
+        3,
+        DtoStatus::Success,
+        DtoOp::RdmaWrite,
+        8,
+    );
     p.a.ep
-        .post_rdma_read(&[p.a.lmr.triplet(0, 8)], Cookie(4), p.b.lmr.rmr_triplet(0, 8), CompletionFlags::DEFAULT)
+        .post_rdma_read(
+            &[p.a.lmr.triplet(0, 8)],
+            Cookie(4),
+            p.b.lmr.rmr_triplet(0, 8),
+            CompletionFlags::DEFAULT,
+        )
         .unwrap();
     expect_completion(&p.a.req, &p.a.ep, 4, DtoStatus::Success, DtoOp::RdmaRead, 8);
     assert_empty(&p.a.recv);
@@ -515,8 +572,15 @@ pub fn seed_ep_create_pz_match(t: &dyn Target) -> Outcome {
     let other = s.ia.create_pz().unwrap();
     let foreign = other.alloc(64, MemPriv::ALL).unwrap();
     assert_eq!(
-        s.ep.post_recv(&[foreign.triplet(0, 8)], Cookie(1), CompletionFlags::DEFAULT),
-        Err(DatError::new(ErrorType::ProtectionViolation, Subtype::ProtectionWrite))
+        s.ep.post_recv(
+            &[foreign.triplet(0, 8)],
+            Cookie(1),
+            CompletionFlags::DEFAULT
+        ),
+        Err(DatError::new(
+            ErrorType::ProtectionViolation,
+            Subtype::ProtectionWrite
+        ))
     );
     assert_eq!(
         s.ep.post_recv(&[s.lmr.triplet(0, 8)], Cookie(1), CompletionFlags::DEFAULT),

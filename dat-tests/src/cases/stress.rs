@@ -26,8 +26,12 @@ fn round(a: &Side, b: &Side, ea: &dat::Ep, eb: &dat::Ep, slot: u64, seq: u64, re
     a.lmr.write(base as usize, &send).unwrap();
     a.lmr.write((base + SLOT) as usize, &write).unwrap();
     b.lmr.write((base + 2 * SLOT) as usize, &remote).unwrap();
-    eb.post_recv(&[b.lmr.triplet(base, SLOT as u32)], Cookie(seq), CompletionFlags::DEFAULT)
-        .unwrap();
+    eb.post_recv(
+        &[b.lmr.triplet(base, SLOT as u32)],
+        Cookie(seq),
+        CompletionFlags::DEFAULT,
+    )
+    .unwrap();
     ea.post_rdma_write(
         &[a.lmr.triplet(base + SLOT, len as u32)],
         Cookie(seq << 2 | 1),
@@ -44,8 +48,12 @@ fn round(a: &Side, b: &Side, ea: &dat::Ep, eb: &dat::Ep, slot: u64, seq: u64, re
         )
         .unwrap();
     }
-    ea.post_send(&[a.lmr.triplet(base, len as u32)], Cookie(seq << 2 | 3), CompletionFlags::DEFAULT)
-        .unwrap();
+    ea.post_send(
+        &[a.lmr.triplet(base, len as u32)],
+        Cookie(seq << 2 | 3),
+        CompletionFlags::DEFAULT,
+    )
+    .unwrap();
     let expect = if read_ok { 3 } else { 2 };
     let mut got = 0;
     while got < expect {
@@ -59,12 +67,27 @@ fn round(a: &Side, b: &Side, ea: &dat::Ep, eb: &dat::Ep, slot: u64, seq: u64, re
         got += 1;
     }
     let r = expect_dto(&b.recv);
-    assert_eq!((r.ep, r.cookie, r.status, r.operation), (eb.id(), Cookie(seq), DtoStatus::Success, DtoOp::Receive));
+    assert_eq!(
+        (r.ep, r.cookie, r.status, r.operation),
+        (eb.id(), Cookie(seq), DtoStatus::Success, DtoOp::Receive)
+    );
     assert_eq!(r.transferred_length as usize, len);
-    assert_eq!(fnv(&read(&b.lmr, base as usize, len)), fnv(&send), "send data, seq {seq}");
-    assert_eq!(fnv(&read(&b.lmr, (base + SLOT) as usize, len)), fnv(&write), "write data, seq {seq}");
+    assert_eq!(
+        fnv(&read(&b.lmr, base as usize, len)),
+        fnv(&send),
+        "send data, seq {seq}"
+    );
+    assert_eq!(
+        fnv(&read(&b.lmr, (base + SLOT) as usize, len)),
+        fnv(&write),
+        "write data, seq {seq}"
+    );
     if read_ok {
-        assert_eq!(fnv(&read(&a.lmr, (base + 2 * SLOT) as usize, len)), fnv(&remote), "read data, seq {seq}");
+        assert_eq!(
+            fnv(&read(&a.lmr, (base + 2 * SLOT) as usize, len)),
+            fnv(&remote),
+            "read data, seq {seq}"
+        );
     }
 }
 
@@ -118,7 +141,9 @@ pub fn stress_send_sequence(t: &dyn Target) -> Outcome {
         for i in next..next + batch {
             let off = (i % batch) * 8;
             crate::harness::post_recv(&p.b, &p.b.ep, off, 8, i);
-            p.a.lmr.write((off + 32_768) as usize, &i.to_le_bytes()).unwrap();
+            p.a.lmr
+                .write((off + 32_768) as usize, &i.to_le_bytes())
+                .unwrap();
             crate::harness::post_send(&p.a, &p.a.ep, off + 32_768, 8, i);
         }
         for i in next..next + batch {

@@ -101,7 +101,11 @@ pub fn free_with_outstanding_requests(t: &dyn Target) -> Outcome {
     let p = crate::harness::deep_pair(t, 64);
     for i in 0..32u64 {
         p.a.ep
-            .post_send(&[p.a.lmr.triplet(0, 1024)], Cookie(i), CompletionFlags::DEFAULT)
+            .post_send(
+                &[p.a.lmr.triplet(0, 1024)],
+                Cookie(i),
+                CompletionFlags::DEFAULT,
+            )
             .unwrap();
     }
     p.a.ep.free().unwrap();
