@@ -23,6 +23,20 @@ pub struct Fx {
     pub peer_ep: Option<Ep>,
     _keep: Vec<Sp>,
     _cr: Option<Cr>,
+    /// A pending request on a consumer PSP of `me`, made before the EP entered a state that
+    /// progress would end (CP, DP).
+    spare: Option<Spare>,
+}
+
+/// A pending connection request prepared in advance: (PSP, requester EP, request).
+struct Spare(Sp, Ep, Cr);
+
+fn spare(t: &dyn Target, me: &Side, peer: &Side) -> Spare {
+    let psp = me.psp(t);
+    let requester = peer.another_ep();
+    connect_ep(&requester, &me.addr(), psp.conn_qual(), b"x");
+    let cr = expect_cr(&me.ia, &me.cr, &psp);
+    Spare(psp, requester, cr)
 }
 
 fn fx(me: Side, peer: Side, ep: Ep, peer_ep: Option<Ep>, keep: Vec<Sp>, cr: Option<Cr>) -> Fx {
@@ -33,6 +47,7 @@ fn fx(me: Side, peer: Side, ep: Ep, peer_ep: Option<Ep>, keep: Vec<Sp>, cr: Opti
         peer_ep,
         _keep: keep,
         _cr: cr,
+        spare: None,
     }
 }
 
@@ -42,6 +57,11 @@ fn fx(me: Side, peer: Side, ep: Ep, peer_ep: Option<Ep>, keep: Vec<Sp>, cr: Opti
 /// `Outcome::Skip` when the target cannot produce the state observably (the provider flag is
 /// not supported, or CP/DP complete synchronously).
 pub fn make(t: &dyn Target, state: EpState) -> Result<Fx, Outcome> {
+    make_with(t, state, false)
+}
+
+/// [`make`], with a spare pending request for the CP and DP states when `with_spare`.
+fn make_with(t: &dyn Target, state: EpState, with_spare: bool) -> Result<Fx, Outcome> {
     match state {
         EpState::Unconnected => {
             let (a, b) = sides(t);
@@ -96,6 +116,7 @@ pub fn make(t: &dyn Target, state: EpState) -> Result<Fx, Outcome> {
         }
         EpState::CompletionPending => {
             let (a, b) = sides(t);
+            let sp = with_spare.then(|| spare(t, &b, &a));
             let psp = b.psp(t);
             connect_ep(&a.ep, &b.addr(), psp.conn_qual(), b"cp");
             let cr = expect_cr(&b.ia, &b.cr, &psp);
@@ -109,7 +130,9 @@ pub fn make(t: &dyn Target, state: EpState) -> Result<Fx, Outcome> {
             }
             let ep = b.ep.clone();
             let aep = a.ep.clone();
-            Ok(fx(b, a, ep, Some(aep), vec![psp], None))
+            let mut f = fx(b, a, ep, Some(aep), vec![psp], None);
+            f.spare = sp;
+            Ok(f)
         }
         EpState::Connected => {
             let p = pair(t);
@@ -119,6 +142,7 @@ pub fn make(t: &dyn Target, state: EpState) -> Result<Fx, Outcome> {
         }
         EpState::DisconnectPending => {
             let p = pair(t);
+            let sp = with_spare.then(|| spare(t, &p.a, &p.b));
             // A send the peer has no receive for keeps the graceful disconnect pending.
             crate::harness::post_send(&p.a, &p.a.ep, 0, 8, 0xD0);
             p.a.ep.disconnect(CloseFlags::Graceful).expect("disconnect");
@@ -130,7 +154,9 @@ pub fn make(t: &dyn Target, state: EpState) -> Result<Fx, Outcome> {
             }
             let ep = p.a.ep.clone();
             let bep = p.b.ep.clone();
-            Ok(fx(p.a, p.b, ep, Some(bep), vec![p.psp], None))
+            let mut f = fx(p.a, p.b, ep, Some(bep), vec![p.psp], None);
+            f.spare = sp;
+            Ok(f)
         }
         EpState::Disconnected => {
             let p = pair(t);
@@ -391,18 +417,23 @@ pub fn row_post_recv(t: &dyn Target, state: EpState) -> Outcome {
 /// Row `dat_cr_accept` with the EP given: only UNCONNECTED proceeds; every other state is
 /// the bare `DAT_INVALID_STATE`.
 pub fn row_accept_with_ep(t: &dyn Target, state: EpState) -> Outcome {
-    let f = match make(t, state) {
+    let pending = matches!(
+        state,
+        EpState::CompletionPending | EpState::DisconnectPending
+    );
+    let mut f = match make_with(t, state, pending) {
         Ok(f) => f,
         Err(o) => return o,
     };
     if let Some(o) = tentative_unusable(state) {
         return o;
     }
-    // A fresh request on a consumer PSP of the EP's IA.
-    let psp = f.me.psp(t);
-    let requester = f.peer.another_ep();
-    connect_ep(&requester, &f.me.addr(), psp.conn_qual(), b"x");
-    let cr = expect_cr(&f.me.ia, &f.me.cr, &psp);
+    // A fresh request on a consumer PSP of the EP's IA (prepared in advance for CP and DP,
+    // which the progress of waiting for it would end).
+    let Spare(_psp, requester, cr) = match f.spare.take() {
+        Some(s) => s,
+        None => spare(t, &f.me, &f.peer),
+    };
     if f.ep.state() != Ok(state) {
         cr.reject(b"").expect("reject");
         return Outcome::Skip(format!(
