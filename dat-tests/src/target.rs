@@ -270,3 +270,55 @@ impl Target for RegistryTarget {
             .and_then(|s| s.parse().ok())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn fabric_pairs_are_distinct_and_reach_each_other() {
+        let t = FabricTarget::new();
+        let (a, b) = t.open_pair();
+        let (c, _d) = t.open_pair();
+        assert_ne!(a.attr().ia_address, b.attr().ia_address);
+        assert_ne!(a.attr().ia_address, c.attr().ia_address);
+        assert_ne!(t.qual(), t.qual());
+        assert!(t.available().is_ok());
+        assert!(!t.multi_process());
+        let nowhere = t.unreachable_address().unwrap();
+        assert_ne!(nowhere.ip(), a.attr().ia_address.ip());
+        assert_ne!(nowhere.ip(), b.attr().ia_address.ip());
+    }
+
+    #[test]
+    fn fabric_opens_by_name_and_reports_unknown_names() {
+        let t = FabricTarget::new();
+        assert_eq!(t.open_by_name(t.ia_name()).unwrap().name(), "a");
+        let e = t.open_by_name("nope").unwrap_err();
+        assert_eq!(e.code().to_raw(), 0x800A_0064);
+    }
+
+    #[test]
+    fn registry_target_for_an_unconfigured_ia_is_unavailable_with_a_reason() {
+        let t = RegistryTarget::new("dat-tests-no-such-ia");
+        let reason = t.available().unwrap_err();
+        assert!(reason.contains("dat-tests-no-such-ia"), "{reason}");
+        assert_eq!(t.name(), "dat-tests-no-such-ia");
+    }
+
+    #[test]
+    fn registry_target_without_a_compiled_provider_is_unavailable() {
+        // `tcp-lo` is in the embedded registry; whether its provider is compiled in decides.
+        let t = RegistryTarget::new("tcp-lo");
+        let compiled = Registry::from_env()
+            .map(|r| r.provider_names().contains(&"tcp"))
+            .unwrap_or(false);
+        match t.available() {
+            Ok(()) => assert!(compiled),
+            Err(reason) => assert!(
+                !compiled || reason.contains("configuration"),
+                "unexpected reason: {reason}"
+            ),
+        }
+    }
+}
