@@ -321,3 +321,47 @@ pub fn wait_released_by_ia_close(t: &dyn Target) -> Outcome {
     );
     Outcome::Pass
 }
+
+/// Polls until a thread is blocked in `cno.wait` (a second waiter is refused with the bare
+/// `DAT_INVALID_STATE` while one is).
+fn cno_waiter_registered(cno: &dat::Cno) {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        match cno.wait(Timeout::ZERO) {
+            Err(e) if e == DatError::invalid_state(Subtype::NoSubtype) => return,
+            Err(e) => assert_eq!(e, DatError::TIMEOUT_EXPIRED),
+            Ok(v) => panic!("untriggered CNO returned {v:?}"),
+        }
+        assert!(Instant::now() < deadline, "CNO waiter never registered");
+        std::thread::sleep(Duration::from_millis(1));
+    }
+}
+
+/// One CNO waiter at a time; the blocked one is woken by a trigger.
+pub fn cno_single_waiter(t: &dyn Target) -> Outcome {
+    let ia = t.open_pair().0;
+    let cno = ia.create_cno().unwrap();
+    let e = ia.create_evd(4, EvdFlags::SOFTWARE, Some(&cno)).unwrap();
+    let c2 = cno.clone();
+    let h = std::thread::spawn(move || c2.wait(crate::harness::WAIT));
+    cno_waiter_registered(&cno);
+    e.post_se(3).unwrap();
+    assert_eq!(h.join().expect("waiter thread"), Ok(Some(e.id())));
+    Outcome::Pass
+}
+
+/// A CNO freed while a thread waits on it releases the waiter with
+/// `DAT_INVALID_STATE | DAT_INVALID_STATE_CNO_DEAD`.
+pub fn cno_freed_while_waiting(t: &dyn Target) -> Outcome {
+    let ia = t.open_pair().0;
+    let cno = ia.create_cno().unwrap();
+    let c2 = cno.clone();
+    let h = std::thread::spawn(move || c2.wait(crate::harness::WAIT));
+    cno_waiter_registered(&cno);
+    cno.free().unwrap();
+    assert_eq!(
+        h.join().expect("waiter thread"),
+        Err(DatError::invalid_state(Subtype::StateCnoDead))
+    );
+    Outcome::Pass
+}

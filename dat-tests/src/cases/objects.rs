@@ -542,3 +542,45 @@ pub fn psp_provider_flag_advertised(t: &dyn Target) -> Outcome {
     }
     Outcome::Pass
 }
+
+/// SRQ codes: freed PZ, too many segments, protection of its receives.
+pub fn srq_codes(t: &dyn Target) -> Outcome {
+    let ia = ia(t);
+    if let Some(s) = need_srq(&ia) {
+        return s;
+    }
+    let pz = ia.create_pz().unwrap();
+    let lmr = pz.alloc(64, MemPriv::ALL).unwrap();
+    let srq = ia.create_srq(&pz, srq_attr()).unwrap();
+    assert_eq!(
+        srq.post_recv(&[lmr.triplet(0, 1); 3], dat::types::Cookie(1)),
+        Err(DatError::invalid_arg(2))
+    );
+    let mut bad = lmr.triplet(0, 8);
+    bad.lmr_context ^= 0x10_0001;
+    assert_eq!(
+        srq.post_recv(&[bad], dat::types::Cookie(1))
+            .unwrap_err()
+            .kind(),
+        ErrorType::ProtectionViolation
+    );
+    let ro = pz.alloc(64, MemPriv::LOCAL_READ).unwrap();
+    assert_eq!(
+        srq.post_recv(&[ro.triplet(0, 8)], dat::types::Cookie(1))
+            .unwrap_err()
+            .kind(),
+        ErrorType::PrivilegesViolation
+    );
+    let pz2 = ia.create_pz().unwrap();
+    pz2.free().unwrap();
+    assert_eq!(
+        ia.create_srq(&pz2, srq_attr()).unwrap_err(),
+        handle(Subtype::InvalidHandlePz)
+    );
+    srq.free().unwrap();
+    assert_eq!(
+        srq.post_recv(&[lmr.triplet(0, 8)], dat::types::Cookie(1)),
+        Err(handle(Subtype::InvalidHandleSrq))
+    );
+    Outcome::Pass
+}

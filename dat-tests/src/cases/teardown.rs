@@ -148,3 +148,45 @@ pub fn close_both_abruptly(t: &dyn Target) -> Outcome {
     );
     Outcome::Pass
 }
+
+/// An EP freed while its connect is pending: the passive side's later accept cannot
+/// establish; it ends DISCONNECTED with `ACCEPT_COMPLETION_ERROR` (or `DISCONNECTED`).
+pub fn free_pending_connect_then_accept(t: &dyn Target) -> Outcome {
+    let (a, b) = sides(t);
+    let psp = b.psp(t);
+    crate::harness::connect_ep(&a.ep, &b.addr(), psp.conn_qual(), b"");
+    let cr = crate::harness::expect_cr(&b.ia, &b.cr, &psp);
+    a.ep.free().unwrap();
+    match cr.accept(Some(&b.ep), b"") {
+        Ok(()) => {
+            let ev = next_event(&b.conn);
+            assert_eq!(ev.ep(), Some(b.ep.id()), "{ev:?}");
+            assert!(
+                matches!(
+                    ev.number,
+                    EventNumber::AcceptCompletionError | EventNumber::Disconnected
+                ),
+                "{ev:?}"
+            );
+            crate::harness::wait_state(&b.ia, &b.ep, EpState::Disconnected);
+        }
+        Err(e) => assert_eq!(b.ep.state(), Ok(EpState::Unconnected), "{e}"),
+    }
+    Outcome::Pass
+}
+
+/// An IA closed abruptly while its EP's connect is pending and the peer's request is
+/// unanswered: no hang; the peer's accept then fails or ends DISCONNECTED.
+pub fn close_ia_with_pending_connect(t: &dyn Target) -> Outcome {
+    let (a, b) = sides(t);
+    let psp = b.psp(t);
+    crate::harness::connect_ep(&a.ep, &b.addr(), psp.conn_qual(), b"");
+    let cr = crate::harness::expect_cr(&b.ia, &b.cr, &psp);
+    a.ia.close(CloseFlags::Abrupt).unwrap();
+    if cr.accept(Some(&b.ep), b"").is_ok() {
+        crate::harness::wait_state(&b.ia, &b.ep, EpState::Disconnected);
+    } else {
+        assert_eq!(b.ep.state(), Ok(EpState::Unconnected));
+    }
+    Outcome::Pass
+}
