@@ -72,6 +72,10 @@ enum Msg {
     Disconnect {
         to: End,
     },
+    /// A graceful local disconnect, queued behind the EP's requests in flight.
+    Close {
+        end: End,
+    },
     Data {
         to: End,
         from: End,
@@ -201,6 +205,8 @@ impl Fabric {
                     })
                 }));
                 // The acceptor learns it is established once the requester has it (RTU).
+                // Unlock first: requester and acceptor may be the same IA (loopback).
+                drop(g);
                 if let Some(acc) = from.ia.upgrade() {
                     let mut a = acc.lock();
                     if let Some(aep) = a.eps.get_mut(&from.ep)
@@ -246,6 +252,21 @@ impl Fabric {
                 }
                 Vec::new()
             }
+            Msg::Close { end } => {
+                let Some(ia) = end.ia.upgrade() else {
+                    return Vec::new();
+                };
+                let mut g = ia.lock();
+                let Some(ep) = g.eps.get_mut(&end.ep) else {
+                    return Vec::new();
+                };
+                let was = std::mem::replace(&mut ep.link, Link::Idle);
+                ep.close_and_flush(CmFact::Disconnected, out);
+                match was {
+                    Link::Connected(p) | Link::Accepting(p) => vec![Msg::Disconnect { to: p }],
+                    _ => Vec::new(),
+                }
+            }
             Msg::Data { to, from, wr } => self.deliver_data(to, from, wr, out),
         }
     }
@@ -270,7 +291,12 @@ impl Fabric {
         let mut t = tia.lock();
         let target_pz = match t.eps.get(&to.ep) {
             Some(ep) if matches!(&ep.link, Link::Connected(p) if p.ep == from.ep) => ep.pz,
-            _ => return Vec::new(), // gone or reconnected: the requester is flushed by its own side
+            _ => {
+                // Gone or reconnected: the request completes as flushed at the requester.
+                drop(t);
+                fia.complete(from.ep, wr.completion(DtoStatus::Flushed, 0), out);
+                return Vec::new();
+            }
         };
         match wr.op {
             PostOp::Send => {
@@ -386,7 +412,16 @@ impl MemEp {
             let up = self.upcalls.clone();
             out.push(Box::new(move || up.completion(c)));
         }
-        self.unmatched.clear();
+        for (from, wr) in self.unmatched.drain(..) {
+            let c = wr.completion(DtoStatus::Flushed, 0);
+            out.push(Box::new(move || {
+                if let Some(ia) = from.ia.upgrade() {
+                    let mut later: Deferred = Vec::new();
+                    ia.complete(from.ep, c, &mut later);
+                    later.into_iter().for_each(|f| f());
+                }
+            }));
+        }
     }
 }
 
@@ -595,13 +630,22 @@ impl Transport for MemIa {
         Ok(())
     }
 
-    fn disconnect(&self, ep: EpId, _flags: CloseFlags) -> DatResult<()> {
+    fn disconnect(&self, ep: EpId, flags: CloseFlags) -> DatResult<()> {
         let mut deferred: Deferred = Vec::new();
         let peer = {
             let mut g = self.lock();
             let Some(e) = g.eps.get_mut(&ep) else {
                 return Ok(());
             };
+            if flags == CloseFlags::Graceful
+                && e.in_flight > 0
+                && matches!(e.link, Link::Connected(_))
+            {
+                // Graceful: requests in flight complete first (they are ahead in the FIFO).
+                drop(g);
+                self.enqueue(Msg::Close { end: self.end(ep) });
+                return Ok(());
+            }
             let was = std::mem::replace(&mut e.link, Link::Idle);
             let peer = match was {
                 Link::Connected(p) | Link::Accepting(p) => Some(p),

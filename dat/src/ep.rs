@@ -355,6 +355,8 @@ impl EpInner {
         self.post_conn_event(&core, &out, pdata);
         drop(core);
         if out.actions.contains(Actions::ASYNC_EP_BROKEN) {
+            // Decision 17 of `dat_core::ep::state`: a broken connection is also an
+            // EP-affiliated asynchronous error.
             self.ia.post_async(
                 dat_core::evd::AsyncHandle::Ep(self.id),
                 dat_core::types::EventNumber::AsyncEpBroken,

@@ -1,0 +1,431 @@
+//! Send and receive: scatter/gather, zero length, many outstanding, ordering, completion
+//! flags, cookies and lengths.
+
+use dat::types::{CloseFlags, CompletionFlags, Cookie, DtoOp, DtoStatus, EventNumber};
+use dat::{DatError, EpState};
+
+use crate::Outcome;
+use crate::harness::{
+    assert_empty, deep_pair, expect_completion, expect_conn, expect_dto, pair, pattern, post_recv,
+    post_send, read,
+};
+use crate::target::Target;
+
+/// One send into one receive: data, cookies, lengths, operations, EPs on both sides.
+pub fn send_recv_basic(t: &dyn Target) -> Outcome {
+    let p = pair(t);
+    let data = pattern(1000, 1);
+    p.a.lmr.write(0, &data).unwrap();
+    post_recv(&p.b, &p.b.ep, 4096, 2048, 0xB0B);
+    post_send(&p.a, &p.a.ep, 0, 1000, 0xA11CE);
+    expect_completion(
+        &p.a.req,
+        &p.a.ep,
+        0xA11CE,
+        DtoStatus::Success,
+        DtoOp::Send,
+        1000,
+    );
+    expect_completion(
+        &p.b.recv,
+        &p.b.ep,
+        0xB0B,
+        DtoStatus::Success,
+        DtoOp::Receive,
+        1000,
+    );
+    assert_eq!(read(&p.b.lmr, 4096, 1000), data);
+    assert_eq!(
+        read(&p.b.lmr, 5096, 8),
+        vec![0u8; 8],
+        "nothing beyond the message"
+    );
+    Outcome::Pass
+}
+
+/// A three-segment gather send arrives as one message.
+pub fn send_gather(t: &dyn Target) -> Outcome {
+    let p = pair(t);
+    p.a.lmr.write(10, b"abc").unwrap();
+    p.a.lmr.write(500, b"defgh").unwrap();
+    p.a.lmr.write(9000, b"ij").unwrap();
+    post_recv(&p.b, &p.b.ep, 0, 64, 1);
+    p.a.ep
+        .post_send(
+            &[
+                p.a.lmr.triplet(10, 3),
+                p.a.lmr.triplet(500, 5),
+                p.a.lmr.triplet(9000, 2),
+            ],
+            Cookie(2),
+            CompletionFlags::DEFAULT,
+        )
+        .unwrap();
+    expect_completion(&p.a.req, &p.a.ep, 2, DtoStatus::Success, DtoOp::Send, 10);
+    expect_completion(
+        &p.b.recv,
+        &p.b.ep,
+        1,
+        DtoStatus::Success,
+        DtoOp::Receive,
+        10,
+    );
+    assert_eq!(read(&p.b.lmr, 0, 10), b"abcdefghij");
+    Outcome::Pass
+}
+
+/// A receive scatters one message over three segments in order.
+pub fn recv_scatter(t: &dyn Target) -> Outcome {
+    let p = pair(t);
+    p.a.lmr.write(0, b"0123456789").unwrap();
+    p.b.ep
+        .post_recv(
+            &[
+                p.b.lmr.triplet(100, 2),
+                p.b.lmr.triplet(7, 3),
+                p.b.lmr.triplet(3000, 16),
+            ],
+            Cookie(1),
+            CompletionFlags::DEFAULT,
+        )
+        .unwrap();
+    post_send(&p.a, &p.a.ep, 0, 10, 2);
+    expect_completion(
+        &p.b.recv,
+        &p.b.ep,
+        1,
+        DtoStatus::Success,
+        DtoOp::Receive,
+        10,
+    );
+    assert_eq!(read(&p.b.lmr, 100, 2), b"01");
+    assert_eq!(read(&p.b.lmr, 7, 3), b"234");
+    assert_eq!(read(&p.b.lmr, 3000, 5), b"56789");
+    Outcome::Pass
+}
+
+/// Zero-length sends (one empty segment, and no segment at all) complete with length 0.
+pub fn send_zero_length(t: &dyn Target) -> Outcome {
+    let p = pair(t);
+    p.b.lmr.write(0, b"keep").unwrap();
+    post_recv(&p.b, &p.b.ep, 0, 64, 1);
+    post_recv(&p.b, &p.b.ep, 0, 64, 2);
+    post_send(&p.a, &p.a.ep, 0, 0, 3);
+    p.a.ep
+        .post_send(&[], Cookie(4), CompletionFlags::DEFAULT)
+        .unwrap();
+    expect_completion(&p.a.req, &p.a.ep, 3, DtoStatus::Success, DtoOp::Send, 0);
+    expect_completion(&p.a.req, &p.a.ep, 4, DtoStatus::Success, DtoOp::Send, 0);
+    expect_completion(&p.b.recv, &p.b.ep, 1, DtoStatus::Success, DtoOp::Receive, 0);
+    expect_completion(&p.b.recv, &p.b.ep, 2, DtoStatus::Success, DtoOp::Receive, 0);
+    assert_eq!(read(&p.b.lmr, 0, 4), b"keep");
+    Outcome::Pass
+}
+
+/// 200 outstanding sends and receives complete in posting order with intact data.
+pub fn many_outstanding_ordered(t: &dyn Target) -> Outcome {
+    let n = 200u64;
+    let p = deep_pair(t, 256);
+    for i in 0..n {
+        post_recv(&p.b, &p.b.ep, i * 256, 256, 1000 + i);
+    }
+    for i in 0..n {
+        p.a.lmr.write((i * 256) as usize, &pattern(100, i)).unwrap();
+        post_send(&p.a, &p.a.ep, i * 256, 100, i);
+    }
+    for i in 0..n {
+        expect_completion(&p.a.req, &p.a.ep, i, DtoStatus::Success, DtoOp::Send, 100);
+        expect_completion(
+            &p.b.recv,
+            &p.b.ep,
+            1000 + i,
+            DtoStatus::Success,
+            DtoOp::Receive,
+            100,
+        );
+    }
+    for i in 0..n {
+        assert_eq!(
+            read(&p.b.lmr, (i * 256) as usize, 100),
+            pattern(100, i),
+            "message {i}"
+        );
+    }
+    Outcome::Pass
+}
+
+/// Receives are consumed in the order they were posted, whatever their size.
+pub fn recvs_consumed_fifo(t: &dyn Target) -> Outcome {
+    let p = pair(t);
+    post_recv(&p.b, &p.b.ep, 0, 1024, 1);
+    post_recv(&p.b, &p.b.ep, 2048, 64, 2);
+    p.a.lmr.write(0, b"first").unwrap();
+    p.a.lmr.write(100, b"second").unwrap();
+    post_send(&p.a, &p.a.ep, 0, 5, 10);
+    post_send(&p.a, &p.a.ep, 100, 6, 11);
+    expect_completion(&p.b.recv, &p.b.ep, 1, DtoStatus::Success, DtoOp::Receive, 5);
+    expect_completion(&p.b.recv, &p.b.ep, 2, DtoStatus::Success, DtoOp::Receive, 6);
+    assert_eq!(read(&p.b.lmr, 0, 5), b"first");
+    assert_eq!(read(&p.b.lmr, 2048, 6), b"second");
+    Outcome::Pass
+}
+
+/// A send posted before the receive waits for it (nothing is dropped).
+pub fn send_before_recv_waits(t: &dyn Target) -> Outcome {
+    let p = pair(t);
+    p.a.lmr.write(0, b"early").unwrap();
+    post_send(&p.a, &p.a.ep, 0, 5, 1);
+    assert_empty(&p.b.recv);
+    post_recv(&p.b, &p.b.ep, 0, 64, 2);
+    expect_completion(&p.b.recv, &p.b.ep, 2, DtoStatus::Success, DtoOp::Receive, 5);
+    expect_completion(&p.a.req, &p.a.ep, 1, DtoStatus::Success, DtoOp::Send, 5);
+    assert_eq!(read(&p.b.lmr, 0, 5), b"early");
+    Outcome::Pass
+}
+
+/// Both directions at once.
+pub fn bidirectional(t: &dyn Target) -> Outcome {
+    let p = pair(t);
+    p.a.lmr.write(0, b"a->b").unwrap();
+    p.b.lmr.write(0, b"b->a").unwrap();
+    post_recv(&p.a, &p.a.ep, 1000, 64, 1);
+    post_recv(&p.b, &p.b.ep, 1000, 64, 2);
+    post_send(&p.a, &p.a.ep, 0, 4, 3);
+    post_send(&p.b, &p.b.ep, 0, 4, 4);
+    expect_completion(&p.a.recv, &p.a.ep, 1, DtoStatus::Success, DtoOp::Receive, 4);
+    expect_completion(&p.b.recv, &p.b.ep, 2, DtoStatus::Success, DtoOp::Receive, 4);
+    expect_completion(&p.a.req, &p.a.ep, 3, DtoStatus::Success, DtoOp::Send, 4);
+    expect_completion(&p.b.req, &p.b.ep, 4, DtoStatus::Success, DtoOp::Send, 4);
+    assert_eq!(read(&p.a.lmr, 1000, 4), b"b->a");
+    assert_eq!(read(&p.b.lmr, 1000, 4), b"a->b");
+    Outcome::Pass
+}
+
+/// Cookies are returned verbatim, all 64 bits.
+pub fn cookies_verbatim(t: &dyn Target) -> Outcome {
+    let p = pair(t);
+    let cookies = [0u64, u64::MAX, 0x8000_0000_0000_0001, 0xDEAD_BEEF_0BAD_F00D];
+    for c in cookies {
+        post_recv(&p.b, &p.b.ep, 0, 64, c ^ 1);
+        post_send(&p.a, &p.a.ep, 0, 1, c);
+    }
+    for c in cookies {
+        expect_completion(&p.a.req, &p.a.ep, c, DtoStatus::Success, DtoOp::Send, 1);
+        expect_completion(
+            &p.b.recv,
+            &p.b.ep,
+            c ^ 1,
+            DtoStatus::Success,
+            DtoOp::Receive,
+            1,
+        );
+    }
+    Outcome::Pass
+}
+
+/// A send longer than the receive: `DAT_DTO_ERR_LOCAL_LENGTH` at the receiver, an error at
+/// the sender, the connection broken on both sides.
+pub fn send_longer_than_recv(t: &dyn Target) -> Outcome {
+    let p = pair(t);
+    post_recv(&p.b, &p.b.ep, 0, 8, 1);
+    post_send(&p.a, &p.a.ep, 0, 9, 2);
+    let r = expect_dto(&p.b.recv);
+    assert_eq!(
+        (r.cookie, r.status, r.transferred_length),
+        (Cookie(1), DtoStatus::LocalLength, 0)
+    );
+    let s = expect_dto(&p.a.req);
+    assert_eq!(s.cookie, Cookie(2));
+    assert_ne!(s.status, DtoStatus::Success);
+    assert_eq!(s.transferred_length, 0);
+    expect_conn(&p.a.conn, EventNumber::Broken, &p.a.ep);
+    expect_conn(&p.b.conn, EventNumber::Broken, &p.b.ep);
+    assert_eq!(p.a.ep.state(), Ok(EpState::Disconnected));
+    Outcome::Pass
+}
+
+/// `DAT_COMPLETION_SUPPRESS_FLAG`: a successful send reports nothing; the receive does.
+pub fn suppress_flag(t: &dyn Target) -> Outcome {
+    let p = pair(t);
+    post_recv(&p.b, &p.b.ep, 0, 64, 1);
+    post_recv(&p.b, &p.b.ep, 0, 64, 2);
+    p.a.ep
+        .post_send(
+            &[p.a.lmr.triplet(0, 4)],
+            Cookie(10),
+            CompletionFlags::SUPPRESS,
+        )
+        .unwrap();
+    post_send(&p.a, &p.a.ep, 0, 4, 11);
+    expect_completion(&p.b.recv, &p.b.ep, 1, DtoStatus::Success, DtoOp::Receive, 4);
+    expect_completion(&p.b.recv, &p.b.ep, 2, DtoStatus::Success, DtoOp::Receive, 4);
+    // Only the second send reports.
+    expect_completion(&p.a.req, &p.a.ep, 11, DtoStatus::Success, DtoOp::Send, 4);
+    assert_empty(&p.a.req);
+    Outcome::Pass
+}
+
+/// Flag argument codes: unknown bits, SUPPRESS on a receive, UNSIGNALLED unless the EP's
+/// completion flags allow it.
+pub fn completion_flag_codes(t: &dyn Target) -> Outcome {
+    let p = pair(t);
+    let unknown = CompletionFlags::from_bits_retain(0x1000);
+    let iov = [p.a.lmr.triplet(0, 4)];
+    assert_eq!(
+        p.a.ep.post_send(&iov, Cookie(1), unknown),
+        Err(DatError::invalid_arg(5))
+    );
+    assert_eq!(
+        p.a.ep.post_recv(&iov, Cookie(1), CompletionFlags::SUPPRESS),
+        Err(DatError::invalid_arg(5))
+    );
+    assert_eq!(
+        p.a.ep
+            .post_rdma_write(&iov, Cookie(1), p.b.lmr.rmr_triplet(0, 4), unknown),
+        Err(DatError::invalid_arg(6))
+    );
+    let allowed = p.a.ep.query().unwrap().config.attr.request_completion_flags;
+    if !allowed.contains(CompletionFlags::UNSIGNALLED) {
+        assert_eq!(
+            p.a.ep
+                .post_send(&iov, Cookie(1), CompletionFlags::UNSIGNALLED),
+            Err(DatError::invalid_arg(5))
+        );
+    }
+    assert_empty(&p.a.req);
+    assert_eq!(p.a.ep.state(), Ok(EpState::Connected));
+    Outcome::Pass
+}
+
+/// More segments than `max_request_iov` / `max_recv_iov` is `INVALID_ARG2`.
+pub fn too_many_segments(t: &dyn Target) -> Outcome {
+    let p = pair(t);
+    let attr = p.a.ep.query().unwrap().config.attr;
+    let seg = p.a.lmr.triplet(0, 1);
+    let req = vec![seg; attr.max_request_iov as usize + 1];
+    let rcv = vec![seg; attr.max_recv_iov as usize + 1];
+    assert_eq!(
+        p.a.ep.post_send(&req, Cookie(1), CompletionFlags::DEFAULT),
+        Err(DatError::invalid_arg(2))
+    );
+    assert_eq!(
+        p.a.ep.post_recv(&rcv, Cookie(1), CompletionFlags::DEFAULT),
+        Err(DatError::invalid_arg(2))
+    );
+    let ok = vec![seg; attr.max_request_iov as usize];
+    post_recv(&p.b, &p.b.ep, 0, 4096, 7);
+    p.a.ep
+        .post_send(&ok, Cookie(8), CompletionFlags::DEFAULT)
+        .unwrap();
+    expect_completion(
+        &p.a.req,
+        &p.a.ep,
+        8,
+        DtoStatus::Success,
+        DtoOp::Send,
+        attr.max_request_iov,
+    );
+    Outcome::Pass
+}
+
+/// A receive still posted when the peer disconnects is flushed with its cookie; a send
+/// posted afterwards completes as flushed.
+pub fn disconnect_flushes_recvs(t: &dyn Target) -> Outcome {
+    let p = pair(t);
+    post_recv(&p.b, &p.b.ep, 0, 64, 77);
+    post_recv(&p.b, &p.b.ep, 64, 64, 78);
+    p.a.ep.disconnect(CloseFlags::Graceful).unwrap();
+    expect_conn(&p.b.conn, EventNumber::Disconnected, &p.b.ep);
+    expect_completion(
+        &p.b.recv,
+        &p.b.ep,
+        77,
+        DtoStatus::Flushed,
+        DtoOp::Receive,
+        0,
+    );
+    expect_completion(
+        &p.b.recv,
+        &p.b.ep,
+        78,
+        DtoStatus::Flushed,
+        DtoOp::Receive,
+        0,
+    );
+    post_send(&p.b, &p.b.ep, 0, 4, 79);
+    expect_completion(&p.b.req, &p.b.ep, 79, DtoStatus::Flushed, DtoOp::Send, 0);
+    Outcome::Pass
+}
+
+/// Receives pre-posted while UNCONNECTED are kept by the connection and used.
+pub fn preposted_recv_used(t: &dyn Target) -> Outcome {
+    let (a, b) = crate::harness::sides(t);
+    post_recv(&b, &b.ep, 0, 64, 5);
+    b.ep.reset().unwrap();
+    let p = crate::harness::connect(t, a, b);
+    p.a.lmr.write(0, b"pre").unwrap();
+    post_send(&p.a, &p.a.ep, 0, 3, 6);
+    expect_completion(&p.b.recv, &p.b.ep, 5, DtoStatus::Success, DtoOp::Receive, 3);
+    assert_eq!(read(&p.b.lmr, 0, 3), b"pre");
+    Outcome::Pass
+}
+
+/// Two EPs on one SRQ: each receive completes on the EP that got the message.
+pub fn srq_shared_receives(t: &dyn Target) -> Outcome {
+    let (ia_a, ia_b) = t.open_pair();
+    if !ia_b.provider_attr().srq_supported {
+        return Outcome::Skip("provider does not advertise SRQ support".into());
+    }
+    let a = crate::harness::Side::new(ia_a);
+    let b = crate::harness::Side::new(ia_b);
+    let srq =
+        b.ia.create_srq(
+            &b.pz,
+            dat::SrqAttr {
+                max_recv_dtos: 16,
+                max_recv_iov: 1,
+                low_watermark: 0,
+            },
+        )
+        .unwrap();
+    let mut attr = b.ep.query().unwrap().config.attr;
+    attr.max_recv_dtos = 0;
+    let psp = b.psp(t);
+    let mut pairs = Vec::new();
+    for _ in 0..2 {
+        let eb =
+            b.ia.create_ep(&dat::EpParams {
+                srq: Some(&srq),
+                attr: Some(&attr),
+                ..b.ep_params()
+            })
+            .unwrap();
+        let ea = a.another_ep();
+        crate::harness::connect_ep(&ea, &b.addr(), psp.conn_qual(), b"");
+        crate::harness::expect_cr(&b.ia, &b.cr, &psp)
+            .accept(Some(&eb), b"")
+            .unwrap();
+        expect_conn(&a.conn, EventNumber::Established, &ea);
+        expect_conn(&b.conn, EventNumber::Established, &eb);
+        pairs.push((ea, eb));
+    }
+    srq.post_recv(&[b.lmr.triplet(0, 64)], Cookie(1)).unwrap();
+    srq.post_recv(&[b.lmr.triplet(64, 64)], Cookie(2)).unwrap();
+    a.lmr.write(0, b"second-ep").unwrap();
+    post_send(&a, &pairs[1].0, 0, 9, 3);
+    let c = expect_dto(&b.recv);
+    assert_eq!(
+        (c.ep, c.cookie, c.status, c.transferred_length),
+        (pairs[1].1.id(), Cookie(1), DtoStatus::Success, 9)
+    );
+    a.lmr.write(0, b"first").unwrap();
+    post_send(&a, &pairs[0].0, 0, 5, 4);
+    let c = expect_dto(&b.recv);
+    assert_eq!(
+        (c.ep, c.cookie, c.transferred_length),
+        (pairs[0].1.id(), Cookie(2), 5)
+    );
+    assert_eq!(read(&b.lmr, 0, 9), b"second-ep");
+    assert_eq!(read(&b.lmr, 64, 5), b"first");
+    Outcome::Pass
+}
