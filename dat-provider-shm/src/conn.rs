@@ -1,0 +1,602 @@
+//! The data path of one connection: requests and responses through the two rings of its
+//! segment.
+//!
+//! # Records
+//! | kind | from | fields | payload |
+//! |------|------|--------|---------|
+//! | `SEND` | requester | `total`, `offset` | message bytes |
+//! | `WRITE` | requester | `a` rkey, `b` address, `total`, `offset` | bytes (copy mode) |
+//! | `WRITE_CMA` | requester | `a`, `b`, `total`, `c` iov count | requester's iovs |
+//! | `READ` | requester | `a`, `b`, `total`, `c` iov count (0: copy mode) | iovs |
+//! | `SEND_ACK` | target | `a` status | |
+//! | `RDMA_ACK` | target | `a` status | |
+//! | `READ_DATA` | target | `total`, `offset` | bytes |
+//!
+//! Targets process records strictly in order, so responses come back in the order the
+//! requester posted: every response completes the oldest outstanding request. A send that
+//! finds no receive posted stays in the ring (back-pressure, nothing dropped) and holds back
+//! what follows it, as on a reliable-connected queue pair.
+//!
+//! Every incoming RDMA is checked with [`MemTable::remote`] at the target before a byte moves.
+//! With cross-memory attach the *target* performs the single copy (`process_vm_readv` for a
+//! write, `process_vm_writev` for a read) between its checked region and the requester's
+//! local segments; otherwise the bytes travel through the ring.
+
+use std::collections::VecDeque;
+use std::os::fd::{AsFd, OwnedFd};
+use std::sync::Arc;
+
+use dat_core::mem::{MemTable, Segment};
+use dat_core::provider::{
+    CmFact, Completion, ConnRequest, EpUpcalls, PostOp, SpUpcalls, WorkRequest,
+};
+use dat_core::types::{DtoStatus, MemPriv, PzId};
+
+use crate::copy;
+use crate::ring::{Consumer, Incoming, Producer, Rec};
+use crate::sys::{self, RemoteIov};
+
+const SEND: u32 = 1;
+const WRITE: u32 = 2;
+const WRITE_CMA: u32 = 3;
+const READ: u32 = 4;
+const SEND_ACK: u32 = 5;
+const RDMA_ACK: u32 = 6;
+const READ_DATA: u32 = 7;
+
+/// An upcall to make once the provider's lock is released.
+pub enum Up {
+    /// A DTO completion.
+    Done(Arc<dyn EpUpcalls>, Completion),
+    /// A connection fact.
+    Cm(Arc<dyn EpUpcalls>, CmFact),
+    /// A connection request.
+    Req(Arc<dyn SpUpcalls>, ConnRequest),
+}
+
+impl Up {
+    /// Makes the upcall.
+    pub fn run(self) {
+        match self {
+            Up::Done(u, c) => u.completion(c),
+            Up::Cm(u, f) => u.cm(f),
+            Up::Req(u, r) => u.connection_request(r),
+        }
+    }
+}
+
+/// A response queued for the requester.
+enum Resp {
+    Ack { kind: u32, status: DtoStatus },
+    ReadData { seg: Segment, pos: u64 },
+}
+
+/// The local view of an endpoint that the data path needs.
+pub struct EpView<'a> {
+    /// Upcalls of the endpoint.
+    pub upcalls: &'a Arc<dyn EpUpcalls>,
+    /// Its protection zone.
+    pub pz: Option<PzId>,
+    /// Its posted receives, oldest first.
+    pub recvs: &'a mut VecDeque<WorkRequest>,
+}
+
+/// The rings of a connected (or connecting) pair, and the work in flight on them.
+pub struct DataPath {
+    tx: Producer,
+    rx: Consumer,
+    /// The peer's eventfd (wakes its provider thread).
+    pub peer_efd: OwnedFd,
+    /// Our eventfd (the peer wakes us through it).
+    pub my_efd: OwnedFd,
+    /// Peer process id (for cross-memory attach).
+    pub peer_pid: i32,
+    /// The peer may attach to our memory: our RDMA requests carry addresses.
+    pub cma_out: bool,
+    /// We may attach to the peer's memory (we serve its address-carrying requests).
+    pub cma_in: bool,
+    reqs: VecDeque<WorkRequest>,
+    sent: usize,
+    tx_pos: u64,
+    resps: VecDeque<Resp>,
+    rx_send: Option<(WorkRequest, u64, u64)>,
+    rx_write: Option<(Segment, u64, u64)>,
+}
+
+/// Outcome of processing that breaks the connection.
+#[derive(Debug, PartialEq, Eq)]
+pub struct Fatal;
+
+impl DataPath {
+    /// A data path over the two ring ends.
+    pub fn new(
+        tx: Producer,
+        rx: Consumer,
+        my_efd: OwnedFd,
+        peer_efd: OwnedFd,
+        peer_pid: i32,
+    ) -> DataPath {
+        DataPath {
+            tx,
+            rx,
+            peer_efd,
+            my_efd,
+            peer_pid,
+            cma_out: false,
+            cma_in: false,
+            reqs: VecDeque::new(),
+            sent: 0,
+            tx_pos: 0,
+            resps: VecDeque::new(),
+            rx_send: None,
+            rx_write: None,
+        }
+    }
+
+    /// Queues a request (send or RDMA) and pushes what fits.
+    pub fn post(&mut self, wr: WorkRequest) {
+        self.reqs.push_back(wr);
+        self.flush_tx();
+    }
+
+    /// Processes incoming records, then pushes queued output. Returns whether anything moved,
+    /// or [`Fatal`] when the connection must break (responses already queued are pushed).
+    pub fn pump(
+        &mut self,
+        ep: &mut EpView<'_>,
+        mem: &MemTable,
+        out: &mut Vec<Up>,
+    ) -> Result<bool, Fatal> {
+        let r = self.receive(ep, mem, out);
+        let moved = self.flush_tx();
+        r.map(|got| got || moved)
+    }
+
+    /// Processes incoming records only (used to drain a connection the peer closed).
+    pub fn drain(&mut self, ep: &mut EpView<'_>, mem: &MemTable, out: &mut Vec<Up>) {
+        let _ = self.receive(ep, mem, out);
+    }
+
+    /// Prepares to sleep: returns true if work arrived meanwhile.
+    pub fn arm(&mut self) -> bool {
+        self.rx.arm()
+    }
+
+    /// Withdraws the wake-up request.
+    pub fn disarm(&mut self) {
+        self.rx.disarm();
+    }
+
+    /// Completes everything outstanding as flushed: requests in posting order, then the
+    /// partially received message's receive.
+    pub fn flush_all(&mut self, upcalls: &Arc<dyn EpUpcalls>, out: &mut Vec<Up>) {
+        for wr in self.reqs.drain(..) {
+            out.push(Up::Done(
+                upcalls.clone(),
+                wr.completion(DtoStatus::Flushed, 0),
+            ));
+        }
+        if let Some((wr, _, _)) = self.rx_send.take() {
+            out.push(Up::Done(
+                upcalls.clone(),
+                wr.completion(DtoStatus::Flushed, 0),
+            ));
+        }
+        self.sent = 0;
+        self.tx_pos = 0;
+        self.resps.clear();
+        self.rx_write = None;
+    }
+
+    fn receive(
+        &mut self,
+        ep: &mut EpView<'_>,
+        mem: &MemTable,
+        out: &mut Vec<Up>,
+    ) -> Result<bool, Fatal> {
+        let mut any = false;
+        loop {
+            let inc = match self.rx.peek() {
+                Ok(Some(i)) => i,
+                Ok(None) => return Ok(any),
+                Err(()) => {
+                    tracing::warn!("shm: malformed record from the peer: connection broken");
+                    return Err(Fatal);
+                }
+            };
+            match self.handle(inc, ep, mem, out)? {
+                false => return Ok(any), // held back: no receive posted
+                true => {
+                    any = true;
+                    if self.rx.release() {
+                        sys::signal(self.peer_efd.as_fd());
+                    }
+                }
+            }
+        }
+    }
+
+    /// Handles one record; `Ok(false)` leaves it in the ring.
+    fn handle(
+        &mut self,
+        inc: Incoming,
+        ep: &mut EpView<'_>,
+        mem: &MemTable,
+        out: &mut Vec<Up>,
+    ) -> Result<bool, Fatal> {
+        let r = inc.rec;
+        let len = u64::from(r.len);
+        match r.kind {
+            SEND => {
+                if self.rx_send.is_none() {
+                    if r.offset != 0 {
+                        return Err(Fatal);
+                    }
+                    let Some(wr) = ep.recvs.pop_front() else {
+                        return Ok(false);
+                    };
+                    if r.total > wr.len() {
+                        out.push(Up::Done(
+                            ep.upcalls.clone(),
+                            wr.completion(DtoStatus::LocalLength, 0),
+                        ));
+                        self.ack(SEND_ACK, DtoStatus::RemoteResponder);
+                        return Err(Fatal);
+                    }
+                    self.rx_send = Some((wr, 0, r.total));
+                }
+                let Some((wr, got, total)) = self.rx_send.as_mut() else {
+                    return Err(Fatal);
+                };
+                if r.offset != *got || len > *total - *got {
+                    return Err(Fatal);
+                }
+                // SAFETY: the payload holds `len` bytes inside the slot (checked by `peek`);
+                // the receive's segments are registered memory, not the ring.
+                unsafe { copy::scatter_raw(&wr.segs, *got, inc.payload, r.len as usize) };
+                *got += len;
+                if *got == *total {
+                    let total = *total;
+                    if let Some((wr, _, _)) = self.rx_send.take() {
+                        out.push(Up::Done(
+                            ep.upcalls.clone(),
+                            wr.completion(DtoStatus::Success, total as u32),
+                        ));
+                    }
+                    self.ack(SEND_ACK, DtoStatus::Success);
+                }
+                Ok(true)
+            }
+            WRITE => {
+                if self.rx_write.is_none() {
+                    if r.offset != 0 {
+                        return Err(Fatal);
+                    }
+                    let seg = self.check(ep, mem, r, MemPriv::REMOTE_WRITE)?;
+                    self.rx_write = Some((seg, 0, r.total));
+                }
+                let Some((seg, got, total)) = self.rx_write.as_mut() else {
+                    return Err(Fatal);
+                };
+                if r.offset != *got || len > *total - *got {
+                    return Err(Fatal);
+                }
+                // SAFETY: as for SEND; the target segment passed the protection check.
+                unsafe {
+                    copy::scatter_raw(std::slice::from_ref(seg), *got, inc.payload, r.len as usize)
+                };
+                *got += len;
+                if *got == *total {
+                    self.rx_write = None;
+                    self.ack(RDMA_ACK, DtoStatus::Success);
+                }
+                Ok(true)
+            }
+            WRITE_CMA | READ => {
+                let need = if r.kind == READ {
+                    MemPriv::REMOTE_READ
+                } else {
+                    MemPriv::REMOTE_WRITE
+                };
+                let seg = self.check(ep, mem, r, need)?;
+                if r.kind == READ && r.c == 0 {
+                    self.resps.push_back(Resp::ReadData { seg, pos: 0 });
+                    return Ok(true);
+                }
+                let iovs = read_iovs(inc)?;
+                if !self.cma_in || iovs.iter().map(|i| i.len).sum::<u64>() != r.total {
+                    return Err(Fatal);
+                }
+                let status = self.cma(&seg, &iovs, r.kind == READ);
+                self.ack(RDMA_ACK, status);
+                if status != DtoStatus::Success {
+                    return Err(Fatal);
+                }
+                Ok(true)
+            }
+            SEND_ACK | RDMA_ACK => {
+                let status = DtoStatus::from_raw(r.a as u32).unwrap_or(DtoStatus::BadResponse);
+                let want_send = r.kind == SEND_ACK;
+                let ok_front = self.sent > 0
+                    && self.reqs.front().is_some_and(|w| {
+                        (w.op == PostOp::Send) == want_send && !matches!(w.op, PostOp::Recv)
+                    });
+                if !ok_front {
+                    return Err(Fatal);
+                }
+                let Some(wr) = self.reqs.pop_front() else {
+                    return Err(Fatal);
+                };
+                self.sent -= 1;
+                let n = if status == DtoStatus::Success {
+                    wr.len() as u32
+                } else {
+                    0
+                };
+                out.push(Up::Done(ep.upcalls.clone(), wr.completion(status, n)));
+                if status != DtoStatus::Success {
+                    return Err(Fatal);
+                }
+                Ok(true)
+            }
+            READ_DATA => {
+                let Some(wr) = self.reqs.front() else {
+                    return Err(Fatal);
+                };
+                if self.sent == 0
+                    || !matches!(wr.op, PostOp::RdmaRead(_))
+                    || r.total != wr.len()
+                    || r.offset > r.total
+                    || len > r.total - r.offset
+                {
+                    return Err(Fatal);
+                }
+                // SAFETY: as for SEND; the sink is the read's local segments.
+                unsafe { copy::scatter_raw(&wr.segs, r.offset, inc.payload, r.len as usize) };
+                if r.offset + len == r.total {
+                    if let Some(wr) = self.reqs.pop_front() {
+                        self.sent -= 1;
+                        out.push(Up::Done(
+                            ep.upcalls.clone(),
+                            wr.completion(DtoStatus::Success, r.total as u32),
+                        ));
+                    }
+                }
+                Ok(true)
+            }
+            _ => Err(Fatal),
+        }
+    }
+
+    /// Target-side protection check; on refusal queues `REMOTE_ACCESS` for the requester.
+    fn check(
+        &mut self,
+        ep: &EpView<'_>,
+        mem: &MemTable,
+        r: Rec,
+        need: MemPriv,
+    ) -> Result<Segment, Fatal> {
+        let checked = match (ep.pz, u32::try_from(r.a)) {
+            (Some(pz), Ok(rkey)) => mem.remote(pz, rkey, r.b, r.total, need),
+            _ => Err(DtoStatus::RemoteAccess),
+        };
+        checked.map_err(|status| {
+            self.ack(RDMA_ACK, status);
+            Fatal
+        })
+    }
+
+    /// The single copy of a cross-memory RDMA, done by the target.
+    fn cma(&self, seg: &Segment, iovs: &[RemoteIov], read: bool) -> DtoStatus {
+        let Some((p, len)) = copy::target(seg) else {
+            return DtoStatus::RemoteAccess;
+        };
+        let mut done = 0usize;
+        let mut rest: Vec<RemoteIov> = iovs.to_vec();
+        while done < len {
+            // SAFETY: `p+done..p+len` lies in the checked target region, which the segment
+            // keeps alive; the kernel checks the peer's ranges.
+            let r = unsafe {
+                if read {
+                    sys::cma_write(self.peer_pid, p.add(done), len - done, &rest)
+                } else {
+                    sys::cma_read(self.peer_pid, p.add(done), len - done, &rest)
+                }
+            };
+            match r {
+                Ok(0) | Err(_) => {
+                    tracing::warn!(pid = self.peer_pid, "shm: cross-memory attach failed");
+                    return DtoStatus::Transport;
+                }
+                Ok(n) => {
+                    done += n;
+                    advance(&mut rest, n as u64);
+                }
+            }
+        }
+        DtoStatus::Success
+    }
+
+    fn ack(&mut self, kind: u32, status: DtoStatus) {
+        self.resps.push_back(Resp::Ack { kind, status });
+    }
+
+    /// Pushes queued responses, then queued requests, as far as the ring allows. Returns
+    /// whether anything was pushed.
+    pub fn flush_tx(&mut self) -> bool {
+        let mut any = false;
+        loop {
+            let blocked = !self.push_resps(&mut any) || !self.push_reqs(&mut any);
+            if !blocked || !self.tx.set_starved() {
+                break;
+            }
+        }
+        if any && self.tx.consumer_needs_wake() {
+            sys::signal(self.peer_efd.as_fd());
+        }
+        any
+    }
+
+    /// Returns false if the ring filled up.
+    fn push_resps(&mut self, any: &mut bool) -> bool {
+        while let Some(resp) = self.resps.front_mut() {
+            match resp {
+                Resp::Ack { kind, status } => {
+                    let rec = Rec {
+                        kind: *kind,
+                        a: *status as u64,
+                        ..Rec::default()
+                    };
+                    if !self.tx.push(rec, |_, _| 0) {
+                        return false;
+                    }
+                }
+                Resp::ReadData { seg, pos } => loop {
+                    let total = seg.len as u64;
+                    let rec = Rec {
+                        kind: READ_DATA,
+                        total,
+                        offset: *pos,
+                        ..Rec::default()
+                    };
+                    let at = *pos;
+                    let segs = std::slice::from_ref(&*seg);
+                    let pushed = self.tx.push(rec, |dst, cap| {
+                        let n = (total - at).min(cap as u64) as usize;
+                        // SAFETY: `dst` has `cap >= n` writable bytes in the ring slot.
+                        unsafe { copy::gather_raw(segs, at, dst, n) };
+                        n
+                    });
+                    if !pushed {
+                        return false;
+                    }
+                    *any = true;
+                    *pos = (at + self.tx.payload_cap() as u64).min(total);
+                    if *pos == total {
+                        break;
+                    }
+                },
+            }
+            *any = true;
+            self.resps.pop_front();
+        }
+        true
+    }
+
+    fn push_reqs(&mut self, any: &mut bool) -> bool {
+        while let Some(wr) = self.reqs.get(self.sent) {
+            let total = wr.len();
+            let (kind, a, b) = match wr.op {
+                PostOp::Send => (SEND, 0, 0),
+                PostOp::RdmaWrite(r) if self.cma_out => {
+                    (WRITE_CMA, r.rmr_context, r.virtual_address)
+                }
+                PostOp::RdmaWrite(r) => (WRITE, r.rmr_context, r.virtual_address),
+                PostOp::RdmaRead(r) => (READ, r.rmr_context, r.virtual_address),
+                PostOp::Recv => {
+                    self.sent += 1;
+                    continue;
+                }
+            };
+            let a = u64::from(a);
+            if kind == WRITE_CMA || kind == READ {
+                let iovs = if self.cma_out {
+                    copy::iovs(&wr.segs)
+                } else {
+                    Vec::new()
+                };
+                let rec = Rec {
+                    kind,
+                    total,
+                    a,
+                    b,
+                    c: iovs.len() as u64,
+                    ..Rec::default()
+                };
+                let pushed = self.tx.push(rec, |dst, cap| write_iovs(&iovs, dst, cap));
+                if !pushed {
+                    return false;
+                }
+            } else {
+                loop {
+                    let at = self.tx_pos;
+                    let rec = Rec {
+                        kind,
+                        total,
+                        offset: at,
+                        a,
+                        b,
+                        ..Rec::default()
+                    };
+                    let segs = &wr.segs;
+                    let pushed = self.tx.push(rec, |dst, cap| {
+                        let n = (total - at).min(cap as u64) as usize;
+                        // SAFETY: `dst` has `cap >= n` writable bytes in the ring slot.
+                        unsafe { copy::gather_raw(segs, at, dst, n) };
+                        n
+                    });
+                    if !pushed {
+                        return false;
+                    }
+                    *any = true;
+                    self.tx_pos = (at + self.tx.payload_cap() as u64).min(total);
+                    if self.tx_pos == total {
+                        break;
+                    }
+                }
+            }
+            *any = true;
+            self.sent += 1;
+            self.tx_pos = 0;
+        }
+        true
+    }
+}
+
+fn write_iovs(iovs: &[RemoteIov], dst: *mut u8, cap: usize) -> usize {
+    let n = (iovs.len() * 16).min(cap) / 16;
+    for (i, v) in iovs.iter().take(n).enumerate() {
+        let mut b = [0u8; 16];
+        b[..8].copy_from_slice(&v.addr.to_le_bytes());
+        b[8..].copy_from_slice(&v.len.to_le_bytes());
+        // SAFETY: `i*16+16 <= n*16 <= cap`, inside the slot's payload.
+        unsafe { std::ptr::copy_nonoverlapping(b.as_ptr(), dst.add(i * 16), 16) };
+    }
+    n * 16
+}
+
+fn read_iovs(inc: Incoming) -> Result<Vec<RemoteIov>, Fatal> {
+    let n = usize::try_from(inc.rec.c).map_err(|_| Fatal)?;
+    if n.checked_mul(16).is_none_or(|b| b > inc.rec.len as usize) {
+        return Err(Fatal);
+    }
+    let mut v = Vec::with_capacity(n);
+    for i in 0..n {
+        let mut b = [0u8; 16];
+        // SAFETY: `i*16+16 <= rec.len`, which `peek` checked fits the slot's payload.
+        unsafe { std::ptr::copy_nonoverlapping(inc.payload.add(i * 16), b.as_mut_ptr(), 16) };
+        let (x, y) = b.split_at(8);
+        v.push(RemoteIov {
+            addr: u64::from_le_bytes(x.try_into().map_err(|_| Fatal)?),
+            len: u64::from_le_bytes(y.try_into().map_err(|_| Fatal)?),
+        });
+    }
+    Ok(v)
+}
+
+/// Drops the first `n` bytes of an iov list.
+fn advance(iovs: &mut Vec<RemoteIov>, mut n: u64) {
+    while n > 0 {
+        let Some(first) = iovs.first_mut() else {
+            return;
+        };
+        if first.len <= n {
+            n -= first.len;
+            iovs.remove(0);
+        } else {
+            first.addr += n;
+            first.len -= n;
+            n = 0;
+        }
+    }
+}
