@@ -104,6 +104,9 @@ struct State {
     conns: HashMap<u64, Conn>,
     crs: HashMap<CrId, u64>,
     deferred: Vec<(EpId, CmFact)>,
+    /// Sweeps of the rendezvous directory still due after a peer died (a dying process's
+    /// descriptors close one by one, so its listener may outlive the connection's hang-up).
+    resweep: Vec<Instant>,
     next_conn: u64,
     next_cr: u32,
     next_any: u64,
@@ -315,6 +318,9 @@ impl Shared {
         self.teardown(st, id, Some(fact), false, out);
         if died {
             rendezvous::sweep(&self.params.dir);
+            let now = Instant::now();
+            st.resweep.push(now + Duration::from_millis(20));
+            st.resweep.push(now + Duration::from_millis(200));
         }
     }
 
@@ -502,6 +508,14 @@ impl Shared {
         }
         for id in expired {
             self.teardown(st, id, Some(CmFact::TimedOut), false, out);
+        }
+        let due = st.resweep.iter().any(|t| *t <= now);
+        st.resweep.retain(|t| *t > now);
+        if due {
+            rendezvous::sweep(&self.params.dir);
+        }
+        for t in &st.resweep {
+            next = Some(next.map_or(*t, |n| n.min(*t)));
         }
         next
     }

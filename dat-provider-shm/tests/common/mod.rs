@@ -151,3 +151,95 @@ pub fn connect_pair(a: &Side, b: &Side, qual: u64) -> Sp {
 pub fn addr() -> IaAddress {
     LOOPBACK_ADDRESS
 }
+
+/// Environment variable that turns the test binary into a peer process.
+pub const PEER_ROLE: &str = "DATRS_SHM_TEST_PEER";
+const PEER_DIR: &str = "DATRS_SHM_TEST_DIR";
+const PEER_QUAL: &str = "DATRS_SHM_TEST_QUAL";
+
+/// Kills the child when dropped (a failing test leaves no process behind).
+pub struct Peer(pub std::process::Child);
+
+impl Drop for Peer {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+impl Peer {
+    /// Spawns this test binary as a peer running `role` (its test `entry` runs the role).
+    pub fn spawn(entry: &str, role: &str, dir: &Path, qual: u64) -> Peer {
+        let exe = std::env::current_exe().unwrap();
+        let child = std::process::Command::new(exe)
+            .args(["--exact", entry, "--test-threads=1", "--nocapture"])
+            .env(PEER_ROLE, role)
+            .env(PEER_DIR, dir)
+            .env(PEER_QUAL, qual.to_string())
+            .stdout(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+        Peer(child)
+    }
+
+    /// Waits (bounded) for the child to exit; returns whether it succeeded.
+    pub fn join(&mut self) -> bool {
+        for _ in 0..1000 {
+            if let Ok(Some(st)) = self.0.try_wait() {
+                return st.success();
+            }
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+        false
+    }
+}
+
+/// In a peer process: `(role, dir, qual)`, or `None` in the ordinary test run.
+pub fn peer_args() -> Option<(String, PathBuf, u64)> {
+    let role = std::env::var(PEER_ROLE).ok()?;
+    let dir = PathBuf::from(std::env::var_os(PEER_DIR)?);
+    let qual = std::env::var(PEER_QUAL).ok()?.parse().ok()?;
+    Some((role, dir, qual))
+}
+
+/// Connects to a peer process's listener, retrying while it is not listening yet (bounded).
+pub fn connect_to_peer(s: &Side, qual: u64, pdata: &[u8]) -> Vec<u8> {
+    for _ in 0..500 {
+        s.connect(qual, pdata, WAIT);
+        match cm(&s.conn) {
+            (EventNumber::Established, pd) => return pd,
+            (EventNumber::NonPeerRejected, _) => {
+                s.ep.reset().unwrap();
+                std::thread::sleep(std::time::Duration::from_millis(10));
+            }
+            other => panic!("unexpected {other:?}"),
+        }
+    }
+    panic!("the peer never listened");
+}
+
+/// An RMR triplet encoded in private data.
+pub fn encode_rmr(t: dat::types::RmrTriplet) -> Vec<u8> {
+    let mut v = t.rmr_context.to_le_bytes().to_vec();
+    v.extend_from_slice(&t.virtual_address.to_le_bytes());
+    v.extend_from_slice(&t.segment_length.to_le_bytes());
+    v
+}
+
+/// Decodes [`encode_rmr`].
+pub fn decode_rmr(b: &[u8]) -> dat::types::RmrTriplet {
+    dat::types::RmrTriplet {
+        rmr_context: u32::from_le_bytes(b[0..4].try_into().unwrap()),
+        virtual_address: u64::from_le_bytes(b[4..12].try_into().unwrap()),
+        segment_length: u32::from_le_bytes(b[12..16].try_into().unwrap()),
+    }
+}
+
+/// Shared-memory segments of this provider mapped in this process.
+pub fn mapped_segments() -> usize {
+    std::fs::read_to_string("/proc/self/maps")
+        .unwrap_or_default()
+        .lines()
+        .filter(|l| l.contains("memfd:datrs-shm"))
+        .count()
+}
