@@ -199,7 +199,7 @@ impl DataPath {
             let inc = match self.rx.peek() {
                 Ok(Some(i)) => i,
                 Ok(None) => return Ok(any),
-                Err(()) => {
+                Err(_) => {
                     tracing::warn!("shm: malformed record from the peer: connection broken");
                     return Err(Fatal);
                 }
@@ -353,14 +353,14 @@ impl DataPath {
                 }
                 // SAFETY: as for SEND; the sink is the read's local segments.
                 unsafe { copy::scatter_raw(&wr.segs, r.offset, inc.payload, r.len as usize) };
-                if r.offset + len == r.total {
-                    if let Some(wr) = self.reqs.pop_front() {
-                        self.sent -= 1;
-                        out.push(Up::Done(
-                            ep.upcalls.clone(),
-                            wr.completion(DtoStatus::Success, r.total as u32),
-                        ));
-                    }
+                if r.offset + len == r.total
+                    && let Some(wr) = self.reqs.pop_front()
+                {
+                    self.sent -= 1;
+                    out.push(Up::Done(
+                        ep.upcalls.clone(),
+                        wr.completion(DtoStatus::Success, r.total as u32),
+                    ));
                 }
                 Ok(true)
             }

@@ -578,7 +578,7 @@ impl Shared {
         }
     }
 
-    fn ep_mut<'a>(st: &'a mut State, ep: EpId) -> DatResult<&'a mut ShmEp> {
+    fn ep_mut(st: &mut State, ep: EpId) -> DatResult<&mut ShmEp> {
         st.eps.get_mut(&ep).ok_or_else(invalid_state)
     }
 }

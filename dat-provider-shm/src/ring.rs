@@ -79,6 +79,18 @@ impl Segment {
         Some(Arc::new(seg))
     }
 
+    /// Creates a fresh memfd-backed segment mapped in this process only (benches, tests).
+    ///
+    /// # Errors
+    /// The system error of `memfd_create`/`mmap`, or `EINVAL` for an invalid geometry.
+    pub fn anonymous(slots: u32, slot_size: u32) -> std::io::Result<Arc<Segment>> {
+        let len = segment_len(slots, slot_size);
+        let fd = crate::sys::memfd(len)?;
+        let map = Mapping::new(std::os::fd::AsFd::as_fd(&fd), len)?;
+        Segment::create(map, slots, slot_size)
+            .ok_or_else(|| std::io::Error::from_raw_os_error(libc::EINVAL))
+    }
+
     /// Adopts a segment created by the peer, after checking its header against its size.
     pub fn adopt(map: Mapping) -> Option<Arc<Segment>> {
         if map.len() < SLOTS_AT {
@@ -102,7 +114,7 @@ impl Segment {
         let ok = slots.is_power_of_two()
             && (2..=1 << 16).contains(&slots)
             && slot_size >= 256
-            && slot_size % 64 == 0
+            && slot_size.is_multiple_of(64)
             && slot_size <= 1 << 20
             && map.len() >= segment_len(slots, slot_size);
         ok.then_some(Segment {
@@ -113,7 +125,7 @@ impl Segment {
     }
 
     fn word(&self, off: usize) -> &AtomicU64 {
-        debug_assert!(off + 8 <= self.map.len() && off % 8 == 0);
+        debug_assert!(off + 8 <= self.map.len() && off.is_multiple_of(8));
         // SAFETY: callers pass fixed offsets inside the header and control pages, which
         // `check` guarantees are mapped; the mapping is page-aligned so the word is 8-aligned;
         // the memory is only ever accessed atomically at these offsets by both processes.
@@ -240,6 +252,10 @@ impl Producer {
     }
 }
 
+/// A ring whose indices or a record header make no sense: the peer broke the protocol.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Corrupt;
+
 /// A record read from a ring: its header and a raw pointer to its payload (valid while the
 /// segment lives and the record has not been released).
 #[derive(Clone, Copy, Debug)]
@@ -251,9 +267,12 @@ pub struct Incoming {
 }
 
 impl Consumer {
-    /// The oldest unreleased record, if any. `None` also for a record whose length does not
-    /// fit a slot: `Err(())` then (a protocol violation).
-    pub fn peek(&mut self) -> Result<Option<Incoming>, ()> {
+    /// The oldest unreleased record, if any.
+    ///
+    /// # Errors
+    /// [`Corrupt`] if the producer's index runs ahead by more than the ring or a record's
+    /// length does not fit its slot.
+    pub fn peek(&mut self) -> Result<Option<Incoming>, Corrupt> {
         if self.head == self.tail_cache {
             self.tail_cache = self
                 .seg
@@ -263,14 +282,14 @@ impl Consumer {
                 return Ok(None);
             }
             if self.tail_cache.wrapping_sub(self.head) > u64::from(self.seg.slots) {
-                return Err(());
+                return Err(Corrupt);
             }
         }
         let slot = self.seg.slot_ptr(self.ring, self.head);
         // SAFETY: the slot lies inside the mapping; the header is copied out unaligned.
         let rec = unsafe { std::ptr::read_unaligned(slot.cast::<Rec>()) };
         if rec.len as usize > self.seg.payload_cap() {
-            return Err(());
+            return Err(Corrupt);
         }
         Ok(Some(Incoming {
             rec,
