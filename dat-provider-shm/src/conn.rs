@@ -26,7 +26,7 @@ use std::collections::VecDeque;
 use std::os::fd::{AsFd, OwnedFd};
 use std::sync::Arc;
 
-use dat_core::mem::{MemTable, Segment};
+use dat_core::mem::{MemTable, SegList, Segment};
 use dat_core::provider::{
     CmFact, Completion, ConnRequest, EpUpcalls, PostOp, SpUpcalls, WorkRequest,
 };
@@ -168,13 +168,19 @@ impl DataPath {
     }
 
     /// Completes everything outstanding as flushed: requests in posting order, then the
-    /// partially received message's receive.
-    pub fn flush_all(&mut self, upcalls: &Arc<dyn EpUpcalls>, out: &mut Vec<Up>) {
-        for wr in self.reqs.drain(..) {
+    /// partially received message's receive. Returns the local memory of RDMA requests the
+    /// peer may still be copying into or out of by cross-memory attach: the caller keeps it
+    /// alive until the peer has let go of the connection.
+    pub fn flush_all(&mut self, upcalls: &Arc<dyn EpUpcalls>, out: &mut Vec<Up>) -> Vec<SegList> {
+        let mut keep = Vec::new();
+        for (i, mut wr) in self.reqs.drain(..).enumerate() {
             out.push(Up::Done(
                 upcalls.clone(),
                 wr.completion(DtoStatus::Flushed, 0),
             ));
+            if self.cma_out && i < self.sent && !matches!(wr.op, PostOp::Send | PostOp::Recv) {
+                keep.push(std::mem::take(&mut wr.segs));
+            }
         }
         if let Some((wr, _, _)) = self.rx_send.take() {
             out.push(Up::Done(
@@ -186,6 +192,7 @@ impl DataPath {
         self.tx_pos = 0;
         self.resps.clear();
         self.rx_write = None;
+        keep
     }
 
     fn receive(

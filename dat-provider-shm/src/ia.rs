@@ -19,6 +19,7 @@ use std::time::{Duration, Instant};
 
 use dat_core::defaults::{software_ia_attr, software_provider_attr};
 use dat_core::error::{DatError, DatResult, ErrorType, Subtype};
+use dat_core::mem::SegList;
 use dat_core::provider::{
     CmFact, ConnRequest, EpConfig, EpUpcalls, PostOp, SharedMemTable, SpUpcalls, Transport,
     WorkRequest,
@@ -83,6 +84,16 @@ struct Conn {
     ep: Option<EpId>,
     data: Option<DataPath>,
     peer_probe: u64,
+    /// The peer closed or hung up: it no longer touches our memory.
+    peer_gone: bool,
+}
+
+/// A connection torn down locally while the peer may still be copying (cross-memory attach)
+/// into or out of the memory of flushed RDMA requests: that memory stays alive until the
+/// peer's end of the socket closes.
+struct Linger {
+    sock: OwnedFd,
+    _segs: Vec<SegList>,
 }
 
 struct ShmEp {
@@ -104,6 +115,7 @@ struct State {
     conns: HashMap<u64, Conn>,
     crs: HashMap<CrId, u64>,
     deferred: Vec<(EpId, CmFact)>,
+    lingers: HashMap<u64, Linger>,
     /// Sweeps of the rendezvous directory still due after a peer died (a dying process's
     /// descriptors close one by one, so its listener may outlive the connection's hang-up).
     resweep: Vec<Instant>,
@@ -257,18 +269,17 @@ impl Shared {
         if let Phase::Pending { cr } = c.phase {
             st.crs.remove(&cr);
         }
-        self.epoll.remove(c.sock.as_fd());
-        sys::shutdown(c.sock.as_fd());
         if let Some(d) = &c.data {
             self.epoll.remove(d.my_efd.as_fd());
         }
+        let mut keep = Vec::new();
         if let Some(ep) = c.ep.and_then(|e| st.eps.get_mut(&e)) {
             ep.conn = None;
             if let Some(fact) = fact {
                 out.push(Up::Cm(ep.upcalls.clone(), fact));
             }
             if let Some(d) = c.data.as_mut() {
-                d.flush_all(&ep.upcalls, out);
+                keep = d.flush_all(&ep.upcalls, out);
             }
             for wr in ep.recvs.drain(..) {
                 out.push(Up::Done(
@@ -277,6 +288,20 @@ impl Shared {
                 ));
             }
         }
+        if !keep.is_empty() && !c.peer_gone {
+            // Our half-close tells the peer; its close (or death) releases the memory.
+            sys::shutdown(c.sock.as_fd(), false);
+            st.lingers.insert(
+                id,
+                Linger {
+                    sock: c.sock,
+                    _segs: keep,
+                },
+            );
+            return;
+        }
+        self.epoll.remove(c.sock.as_fd());
+        sys::shutdown(c.sock.as_fd(), true);
         // Dropping `c` closes the socket and eventfds and unmaps the segment.
     }
 
@@ -315,6 +340,9 @@ impl Shared {
             }
         };
         let died = !graceful && matches!(fact, CmFact::Broken);
+        if let Some(c) = st.conns.get_mut(&id) {
+            c.peer_gone = true;
+        }
         self.teardown(st, id, Some(fact), false, out);
         if died {
             rendezvous::sweep(&self.params.dir);
@@ -351,6 +379,7 @@ impl Shared {
                     ep: None,
                     data: None,
                     peer_probe: 0,
+                    peer_gone: false,
                 },
             );
         }
@@ -358,6 +387,15 @@ impl Shared {
 
     fn on_sock(&self, st: &mut State, id: u64, out: &mut Vec<Up>) {
         let mut buf = [0u8; 2048];
+        if let Some(l) = st.lingers.get(&id) {
+            if !self.linger_done(l, &mut buf) {
+                return;
+            }
+            if let Some(l) = st.lingers.remove(&id) {
+                self.epoll.remove(l.sock.as_fd());
+            }
+            return;
+        }
         loop {
             let Some(c) = st.conns.get(&id) else { return };
             match sys::recv_packet(c.sock.as_fd(), &mut buf) {
@@ -376,6 +414,17 @@ impl Shared {
                     self.peer_gone(st, id, false, out);
                     return;
                 }
+            }
+        }
+    }
+
+    /// True once the peer's end of a lingering socket has closed (packets are discarded).
+    fn linger_done(&self, l: &Linger, buf: &mut [u8]) -> bool {
+        loop {
+            match sys::recv_packet(l.sock.as_fd(), buf) {
+                Ok(Some(_)) => {}
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => return false,
+                Ok(None) | Err(_) => return true,
             }
         }
     }

@@ -211,11 +211,12 @@ pub fn uid() -> u32 {
     unsafe { libc::getuid() }
 }
 
-/// Shuts a socket down in both directions (the peer sees a hang-up even if a duplicate of the
-/// descriptor lives on).
-pub fn shutdown(fd: BorrowedFd<'_>) {
+/// Shuts a socket down for writing, or in both directions (`both`): the peer sees end of
+/// file even if a duplicate of the descriptor lives on.
+pub fn shutdown(fd: BorrowedFd<'_>, both: bool) {
+    let how = if both { libc::SHUT_RDWR } else { libc::SHUT_WR };
     // SAFETY: plain system call on a descriptor we hold.
-    unsafe { libc::shutdown(fd.as_raw_fd(), libc::SHUT_RDWR) };
+    unsafe { libc::shutdown(fd.as_raw_fd(), how) };
 }
 
 const MAX_FDS: usize = 4;

@@ -301,3 +301,40 @@ fn wrong_rkey_and_missing_privilege_are_remote_access() {
     b.ia.close(CloseFlags::Abrupt).unwrap();
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn local_disconnect_with_rdma_in_flight_completes_everything_once_in_order() {
+    for mode in ["auto", "copy"] {
+        let dir = scratch(&format!("inflight-{mode}"));
+        let reg = registry(&dir, &format!(", rdma = \"{mode}\""));
+        let (a, b) = (Side::new(&reg), Side::new(&reg));
+        let _sp = connect_pair(&a, &b, 4500);
+        let remote = b.lmr.rmr_triplet(0, 256 * 1024);
+        for i in 0..16u64 {
+            if i % 2 == 0 {
+                a.ep.post_rdma_read(&[a.lmr.triplet(0, 256 * 1024)], Cookie(i), remote, none())
+                    .unwrap();
+            } else {
+                a.ep.post_rdma_write(&[a.lmr.triplet(0, 256 * 1024)], Cookie(i), remote, none())
+                    .unwrap();
+            }
+        }
+        a.ep.disconnect(CloseFlags::Abrupt).unwrap();
+        assert_eq!(cm(&a.conn).0, EventNumber::Disconnected);
+        let mut flushed = false;
+        for i in 0..16u64 {
+            let c = dto(&a.dto);
+            assert_eq!(c.cookie, Cookie(i), "posting order");
+            match c.status {
+                DtoStatus::Success => assert!(!flushed, "no success after a flush"),
+                DtoStatus::Flushed => flushed = true,
+                other => panic!("{other:?}"),
+            }
+        }
+        assert_eq!(cm(&b.conn).0, EventNumber::Disconnected);
+        a.ia.close(CloseFlags::Abrupt).unwrap();
+        b.ia.close(CloseFlags::Abrupt).unwrap();
+        assert!(entries(&dir).is_empty());
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+}

@@ -166,6 +166,7 @@ impl Transport for ShmIa {
                         ep: Some(ep),
                         data: Some(data),
                         peer_probe: 0,
+                        peer_gone: false,
                     },
                 );
                 if let Some(e) = st.eps.get_mut(&ep) {
@@ -401,6 +402,28 @@ impl Transport for ShmIa {
         st.sps.clear(); // unlinks the rendezvous entries
         st.eps.clear();
         st.crs.clear();
+        // Memory a peer may still be copying into stays alive until the peer lets go
+        // (bounded: a peer that neither closes nor dies within a second is not waited for).
+        let mut buf = [0u8; 256];
+        for _ in 0..100 {
+            let done: Vec<u64> = st
+                .lingers
+                .iter()
+                .filter(|(_, l)| sh.linger_done(l, &mut buf))
+                .map(|(id, _)| *id)
+                .collect();
+            for id in done {
+                st.lingers.remove(&id);
+            }
+            if st.lingers.is_empty() {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        if !st.lingers.is_empty() {
+            tracing::warn!(ia = %sh.name, "shm: closing while a peer may still copy into flushed RDMA buffers");
+        }
+        st.lingers.clear();
     }
 }
 
