@@ -24,7 +24,7 @@
 
 use std::collections::VecDeque;
 use std::os::fd::{AsFd, OwnedFd};
-use std::sync::Arc;
+use std::sync::{Arc, RwLock};
 
 use dat_core::mem::{MemTable, SegList, Segment};
 use dat_core::provider::{
@@ -43,6 +43,9 @@ const READ: u32 = 4;
 const SEND_ACK: u32 = 5;
 const RDMA_ACK: u32 = 6;
 const READ_DATA: u32 = 7;
+
+/// Upcalls collected under the lock (inline: no allocation per message).
+pub type Ups = smallvec::SmallVec<[Up; 8]>;
 
 /// An upcall to make once the provider's lock is released.
 pub enum Up {
@@ -101,6 +104,8 @@ pub struct DataPath {
     resps: VecDeque<Resp>,
     rx_send: Option<(WorkRequest, u64, u64)>,
     rx_write: Option<(Segment, u64, u64)>,
+    /// The oldest incoming record is a send waiting for a receive.
+    blocked: bool,
 }
 
 /// Outcome of processing that breaks the connection.
@@ -130,6 +135,7 @@ impl DataPath {
             resps: VecDeque::new(),
             rx_send: None,
             rx_write: None,
+            blocked: false,
         }
     }
 
@@ -144,8 +150,8 @@ impl DataPath {
     pub fn pump(
         &mut self,
         ep: &mut EpView<'_>,
-        mem: &MemTable,
-        out: &mut Vec<Up>,
+        mem: &RwLock<MemTable>,
+        out: &mut Ups,
     ) -> Result<bool, Fatal> {
         let r = self.receive(ep, mem, out);
         let moved = self.flush_tx();
@@ -153,13 +159,14 @@ impl DataPath {
     }
 
     /// Processes incoming records only (used to drain a connection the peer closed).
-    pub fn drain(&mut self, ep: &mut EpView<'_>, mem: &MemTable, out: &mut Vec<Up>) {
+    pub fn drain(&mut self, ep: &mut EpView<'_>, mem: &RwLock<MemTable>, out: &mut Ups) {
         let _ = self.receive(ep, mem, out);
     }
 
-    /// Prepares to sleep: returns true if work arrived meanwhile.
+    /// Prepares to sleep: returns true if work arrived meanwhile (a send held back for want
+    /// of a receive is not work: only a posted receive releases it).
     pub fn arm(&mut self) -> bool {
-        self.rx.arm()
+        self.rx.arm() && !self.blocked
     }
 
     /// Withdraws the wake-up request.
@@ -171,7 +178,7 @@ impl DataPath {
     /// partially received message's receive. Returns the local memory of RDMA requests the
     /// peer may still be copying into or out of by cross-memory attach: the caller keeps it
     /// alive until the peer has let go of the connection.
-    pub fn flush_all(&mut self, upcalls: &Arc<dyn EpUpcalls>, out: &mut Vec<Up>) -> Vec<SegList> {
+    pub fn flush_all(&mut self, upcalls: &Arc<dyn EpUpcalls>, out: &mut Ups) -> Vec<SegList> {
         let mut keep = Vec::new();
         for (i, mut wr) in self.reqs.drain(..).enumerate() {
             out.push(Up::Done(
@@ -198,10 +205,11 @@ impl DataPath {
     fn receive(
         &mut self,
         ep: &mut EpView<'_>,
-        mem: &MemTable,
-        out: &mut Vec<Up>,
+        mem: &RwLock<MemTable>,
+        out: &mut Ups,
     ) -> Result<bool, Fatal> {
         let mut any = false;
+        self.blocked = false;
         loop {
             let inc = match self.rx.peek() {
                 Ok(Some(i)) => i,
@@ -212,7 +220,11 @@ impl DataPath {
                 }
             };
             match self.handle(inc, ep, mem, out)? {
-                false => return Ok(any), // held back: no receive posted
+                false => {
+                    // Held back: no receive posted.
+                    self.blocked = true;
+                    return Ok(any);
+                }
                 true => {
                     any = true;
                     if self.rx.release() {
@@ -228,8 +240,8 @@ impl DataPath {
         &mut self,
         inc: Incoming,
         ep: &mut EpView<'_>,
-        mem: &MemTable,
-        out: &mut Vec<Up>,
+        mem: &RwLock<MemTable>,
+        out: &mut Ups,
     ) -> Result<bool, Fatal> {
         let r = inc.rec;
         let len = u64::from(r.len);
@@ -379,12 +391,15 @@ impl DataPath {
     fn check(
         &mut self,
         ep: &EpView<'_>,
-        mem: &MemTable,
+        mem: &RwLock<MemTable>,
         r: Rec,
         need: MemPriv,
     ) -> Result<Segment, Fatal> {
         let checked = match (ep.pz, u32::try_from(r.a)) {
-            (Some(pz), Ok(rkey)) => mem.remote(pz, rkey, r.b, r.total, need),
+            (Some(pz), Ok(rkey)) => mem
+                .read()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .remote(pz, rkey, r.b, r.total, need),
             _ => Err(DtoStatus::RemoteAccess),
         };
         checked.map_err(|status| {
@@ -605,5 +620,155 @@ fn advance(iovs: &mut Vec<RemoteIov>, mut n: u64) {
             first.len -= n;
             n = 0;
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ring::{self, Segment as Shm};
+    use dat_core::provider::{CmFact, EpUpcalls};
+    use std::sync::Mutex;
+
+    #[derive(Default)]
+    struct Log(Mutex<Vec<Completion>>);
+    impl EpUpcalls for Log {
+        fn completion(&self, c: Completion) {
+            self.0.lock().unwrap().push(c);
+        }
+        fn cm(&self, _f: CmFact) {}
+    }
+
+    /// A target data path over a fresh segment, and the hostile peer's producer.
+    fn target() -> (DataPath, ring::Producer) {
+        let seg = Shm::anonymous(8, 256).unwrap();
+        let (tx, rx) = ring::ends(&seg, false);
+        let (peer_tx, _) = ring::ends(&seg, true);
+        let d = DataPath::new(
+            tx,
+            rx,
+            sys::eventfd().unwrap(),
+            sys::eventfd().unwrap(),
+            sys::pid(),
+        );
+        (d, peer_tx)
+    }
+
+    #[test]
+    fn hostile_records_break_the_connection_without_panicking() {
+        let bad = [
+            Rec {
+                kind: 99,
+                ..Rec::default()
+            },
+            Rec {
+                kind: SEND,
+                offset: 5,
+                ..Rec::default()
+            },
+            Rec {
+                kind: SEND_ACK,
+                ..Rec::default()
+            },
+            Rec {
+                kind: RDMA_ACK,
+                a: 12345,
+                ..Rec::default()
+            },
+            Rec {
+                kind: READ_DATA,
+                total: 10,
+                ..Rec::default()
+            },
+            Rec {
+                kind: WRITE,
+                offset: 1,
+                ..Rec::default()
+            },
+            Rec {
+                kind: WRITE_CMA,
+                a: 1,
+                total: 8,
+                c: u64::MAX,
+                ..Rec::default()
+            },
+            Rec {
+                kind: READ,
+                a: u64::MAX,
+                total: u64::MAX,
+                ..Rec::default()
+            },
+        ];
+        let mem = RwLock::new(MemTable::new());
+        for rec in bad {
+            let (mut d, mut peer) = target();
+            assert!(peer.push(rec, |_, _| 0));
+            let up: Arc<dyn EpUpcalls> = Arc::new(Log::default());
+            let mut recvs = VecDeque::new();
+            let mut ep = EpView {
+                upcalls: &up,
+                pz: Some(PzId(1)),
+                recvs: &mut recvs,
+            };
+            let mut out = Ups::new();
+            assert_eq!(d.pump(&mut ep, &mem, &mut out), Err(Fatal), "{rec:?}");
+        }
+    }
+
+    #[test]
+    fn a_send_waits_in_the_ring_until_a_receive_is_posted() {
+        let (mut d, mut peer) = target();
+        assert!(peer.push(
+            Rec {
+                kind: SEND,
+                total: 3,
+                ..Rec::default()
+            },
+            |p, _| {
+                // SAFETY: the slot payload has room for 3 bytes.
+                unsafe { std::ptr::copy_nonoverlapping(b"abc".as_ptr(), p, 3) };
+                3
+            }
+        ));
+        let mem = RwLock::new(MemTable::new());
+        let log = Arc::new(Log::default());
+        let up: Arc<dyn EpUpcalls> = log.clone();
+        let mut recvs = VecDeque::new();
+        let mut out = Ups::new();
+        let mut ep = EpView {
+            upcalls: &up,
+            pz: None,
+            recvs: &mut recvs,
+        };
+        assert_eq!(d.pump(&mut ep, &mem, &mut out), Ok(false));
+        assert!(!d.arm(), "a held send is not work for the provider thread");
+        let buf = Arc::new(dat_core::mem::Buffer::alloc(8, 8).unwrap());
+        let seg = Segment {
+            buf: buf.clone(),
+            offset: 2,
+            len: 6,
+            lkey: 1,
+            addr: 0,
+        };
+        recvs.push_back(WorkRequest {
+            op: PostOp::Recv,
+            segs: [seg].into_iter().collect(),
+            cookie: dat_core::types::Cookie(9),
+            flags: dat_core::types::CompletionFlags::empty(),
+        });
+        let mut ep = EpView {
+            upcalls: &up,
+            pz: None,
+            recvs: &mut recvs,
+        };
+        assert_eq!(d.pump(&mut ep, &mem, &mut out), Ok(true));
+        out.into_iter().for_each(Up::run);
+        let got = log.0.lock().unwrap().clone();
+        assert_eq!(got.len(), 1);
+        assert_eq!(
+            (got[0].status, got[0].transferred_length),
+            (DtoStatus::Success, 3)
+        );
+        assert_eq!(&buf.to_vec()[2..5], b"abc");
     }
 }

@@ -29,7 +29,7 @@ use dat_core::types::{
     ProviderAttr, SpId, Timeout,
 };
 
-use crate::conn::{DataPath, EpView, Up};
+use crate::conn::{DataPath, EpView, Up, Ups};
 use crate::rendezvous::{self, ListenError, Listener};
 use crate::ring::{self, Segment};
 use crate::sys::{self, Epoll, Mapping};
@@ -60,6 +60,8 @@ const TOK_MASK: u64 = (1 << 40) - 1;
 /// The application polled within this window: the provider thread does not ask peers to
 /// wake it (no system call per message while the application spins).
 const APP_ACTIVE: Duration = Duration::from_millis(2);
+/// How long the provider thread keeps polling after it served work, before it sleeps.
+const PROVIDER_SPIN: Duration = Duration::from_micros(50);
 
 thread_local! {
     static DELIVERING: Cell<bool> = const { Cell::new(false) };
@@ -195,7 +197,7 @@ impl Shared {
     }
 
     /// Releases the state lock and makes the collected upcalls, in order.
-    fn finish(&self, st: MutexGuard<'_, State>, out: Vec<Up>) {
+    fn finish(&self, st: MutexGuard<'_, State>, out: Ups) {
         if out.is_empty() {
             return;
         }
@@ -217,13 +219,9 @@ impl Shared {
     }
 
     /// Moves data on every connected connection. Returns whether anything happened.
-    fn pump_all(&self, st: &mut State, out: &mut Vec<Up>) -> bool {
+    fn pump_all(&self, st: &mut State, out: &mut Ups) -> bool {
         let mut any = false;
         let mut broken = Vec::new();
-        let mem = self
-            .mem
-            .read()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
         for (id, c) in st.conns.iter_mut() {
             if !matches!(c.phase, Phase::Connected) {
                 continue;
@@ -237,12 +235,11 @@ impl Shared {
                 pz: ep.cfg.pz,
                 recvs: &mut ep.recvs,
             };
-            match d.pump(&mut view, &mem, out) {
+            match d.pump(&mut view, &self.mem, out) {
                 Ok(moved) => any |= moved,
                 Err(_) => broken.push(*id),
             }
         }
-        drop(mem);
         for id in broken {
             self.teardown(st, id, Some(CmFact::Broken), false, out);
             any = true;
@@ -258,7 +255,7 @@ impl Shared {
         id: u64,
         fact: Option<CmFact>,
         graceful: bool,
-        out: &mut Vec<Up>,
+        out: &mut Ups,
     ) {
         let Some(mut c) = st.conns.remove(&id) else {
             return;
@@ -306,7 +303,7 @@ impl Shared {
     }
 
     /// The peer closed (`graceful`) or hung up: take in what it sent first, then report.
-    fn peer_gone(&self, st: &mut State, id: u64, graceful: bool, out: &mut Vec<Up>) {
+    fn peer_gone(&self, st: &mut State, id: u64, graceful: bool, out: &mut Ups) {
         let Some(c) = st.conns.get_mut(&id) else {
             return;
         };
@@ -315,16 +312,12 @@ impl Shared {
                 if let (Some(d), Some(ep)) =
                     (c.data.as_mut(), c.ep.and_then(|e| st.eps.get_mut(&e)))
                 {
-                    let mem = self
-                        .mem
-                        .read()
-                        .unwrap_or_else(std::sync::PoisonError::into_inner);
                     let mut view = EpView {
                         upcalls: &ep.upcalls,
                         pz: ep.cfg.pz,
                         recvs: &mut ep.recvs,
                     };
-                    d.drain(&mut view, &mem, out);
+                    d.drain(&mut view, &self.mem, out);
                 }
                 if graceful {
                     CmFact::Disconnected
@@ -385,7 +378,7 @@ impl Shared {
         }
     }
 
-    fn on_sock(&self, st: &mut State, id: u64, out: &mut Vec<Up>) {
+    fn on_sock(&self, st: &mut State, id: u64, out: &mut Ups) {
         let mut buf = [0u8; 2048];
         if let Some(l) = st.lingers.get(&id) {
             if !self.linger_done(l, &mut buf) {
@@ -436,7 +429,7 @@ impl Shared {
         id: u64,
         p: Option<Packet>,
         fds: Vec<OwnedFd>,
-        out: &mut Vec<Up>,
+        out: &mut Ups,
     ) -> bool {
         let Some(c) = st.conns.get_mut(&id) else {
             return false;
@@ -542,7 +535,7 @@ impl Shared {
         Some(DataPath::new(tx, rx, acc_efd, req_efd, pid))
     }
 
-    fn check_deadlines(&self, st: &mut State, out: &mut Vec<Up>) -> Option<Instant> {
+    fn check_deadlines(&self, st: &mut State, out: &mut Ups) -> Option<Instant> {
         let now = Instant::now();
         let mut next: Option<Instant> = None;
         let mut expired = Vec::new();
@@ -572,7 +565,8 @@ impl Shared {
     /// The provider thread.
     fn run(self: Arc<Shared>) {
         let mut tokens = Vec::new();
-        let mut out = Vec::new();
+        let mut out = Ups::new();
+        let mut spin_until = Instant::now();
         loop {
             if self.stop.load(Ordering::Acquire) {
                 return;
@@ -596,33 +590,40 @@ impl Shared {
                     out.push(Up::Cm(e.upcalls.clone(), fact));
                 }
             }
-            self.pump_all(&mut st, &mut out);
+            let worked = self.pump_all(&mut st, &mut out) || !out.is_empty();
             let next = self.check_deadlines(&mut st, &mut out);
-            let app_active = self
-                .now_us()
-                .saturating_sub(self.last_poll.load(Ordering::Relaxed))
-                < APP_ACTIVE.as_micros() as u64
-                && self.last_poll.load(Ordering::Relaxed) != 0;
-            let mut timeout: i32 = if app_active { 1 } else { -1 };
-            if !out.is_empty() {
-                timeout = 0;
+            let last = self.last_poll.load(Ordering::Relaxed);
+            let app_active =
+                last != 0 && self.now_us().saturating_sub(last) < APP_ACTIVE.as_micros() as u64;
+            // Spin (yielding) briefly after serving work while the application sleeps, so a
+            // burst of one-sided operations does not pay a wake-up each; then sleep.
+            let now = Instant::now();
+            if worked && !app_active {
+                spin_until = now + PROVIDER_SPIN;
             }
+            let spinning = now < spin_until;
+            let mut timeout: i32 = if app_active { 1 } else { -1 };
             for c in st.conns.values_mut() {
                 if let (Phase::Connected, Some(d)) = (&c.phase, c.data.as_mut()) {
-                    if app_active {
+                    if app_active || spinning {
                         d.disarm();
                     } else if d.arm() {
                         timeout = 0;
                     }
                 }
             }
+            if spinning || !out.is_empty() {
+                timeout = 0;
+            }
             if let Some(n) = next {
-                let ms = n.saturating_duration_since(Instant::now()).as_millis() as i32 + 1;
+                let ms = n.saturating_duration_since(now).as_millis() as i32 + 1;
                 timeout = if timeout < 0 { ms } else { timeout.min(ms) };
             }
             self.finish(st, std::mem::take(&mut out));
             if timeout != 0 {
                 self.epoll.wait(&mut tokens, timeout);
+            } else if spinning {
+                std::thread::yield_now();
             }
         }
     }

@@ -10,6 +10,10 @@ fn resources() -> DatError {
 }
 
 impl ShmIa {
+    fn rdma_mode(&self) -> &'static str {
+        if self.shared.cma_mode { "cma" } else { "copy" }
+    }
+
     /// Requester: creates the segment, connects to the qualifier's listener, sends the request.
     /// `Ok(None)`: nobody listens.
     fn open_conn(&self, qual: ConnQual, pdata: &[u8]) -> DatResult<Option<(OwnedFd, DataPath)>> {
@@ -49,15 +53,17 @@ impl ShmIa {
 
 impl Transport for ShmIa {
     fn ia_attr(&self) -> IaAttr {
-        software_ia_attr(&self.shared.name, "datrs-shm", LOOPBACK_ADDRESS)
+        let mut a = software_ia_attr(&self.shared.name, "datrs-shm", LOOPBACK_ADDRESS);
+        a.transport_attr
+            .push(NamedAttr::new(crate::RDMA_MODE_ATTR, self.rdma_mode()));
+        a
     }
 
     fn provider_attr(&self) -> ProviderAttr {
         let mut a = software_provider_attr("shm", MAX_PRIVATE_DATA);
         a.srq_supported = false;
-        let mode = if self.shared.cma_mode { "cma" } else { "copy" };
         a.provider_specific_attr
-            .push(NamedAttr::new(crate::RDMA_MODE_ATTR, mode));
+            .push(NamedAttr::new(crate::RDMA_MODE_ATTR, self.rdma_mode()));
         a
     }
 
@@ -96,7 +102,7 @@ impl Transport for ShmIa {
         let sh = &self.shared;
         let mut st = lock(&sh.state);
         let conn = Shared::ep_mut(&mut st, ep)?.conn.take();
-        let mut out = Vec::new();
+        let mut out = Ups::new();
         if let Some(id) = conn {
             sh.teardown(&mut st, id, None, true, &mut out);
         }
@@ -112,7 +118,7 @@ impl Transport for ShmIa {
             if let Some(c) = st.conns.get_mut(&id) {
                 c.ep = None;
             }
-            sh.teardown(&mut st, id, None, true, &mut Vec::new());
+            sh.teardown(&mut st, id, None, true, &mut Ups::new());
         }
         st.eps.remove(&ep);
     }
@@ -241,7 +247,7 @@ impl Transport for ShmIa {
             .map(|(id, _)| *id)
             .collect();
         for id in greeting {
-            sh.teardown(&mut st, id, None, false, &mut Vec::new());
+            sh.teardown(&mut st, id, None, false, &mut Ups::new());
         }
     }
 
@@ -259,7 +265,7 @@ impl Transport for ShmIa {
         };
         let id = st.crs.remove(&cr).ok_or_else(gone)?;
         if !st.eps.contains_key(&ep) {
-            sh.teardown(&mut st, id, None, false, &mut Vec::new());
+            sh.teardown(&mut st, id, None, false, &mut Ups::new());
             return Err(invalid_state());
         }
         let Some(c) = st.conns.get_mut(&id) else {
@@ -279,7 +285,7 @@ impl Transport for ShmIa {
             pdata: private_data.to_vec(),
         };
         if sys::send_packet(c.sock.as_fd(), &pkt.encode(), &[]).is_err() {
-            sh.teardown(&mut st, id, None, false, &mut Vec::new());
+            sh.teardown(&mut st, id, None, false, &mut Ups::new());
             return Err(gone());
         }
         c.phase = Phase::Accepting;
@@ -303,7 +309,7 @@ impl Transport for ShmIa {
                 };
                 let _ = sys::send_packet(c.sock.as_fd(), &pkt.encode(), &[]);
             }
-            sh.teardown(&mut st, id, None, false, &mut Vec::new());
+            sh.teardown(&mut st, id, None, false, &mut Ups::new());
         }
         Ok(())
     }
@@ -311,7 +317,7 @@ impl Transport for ShmIa {
     fn disconnect(&self, ep: EpId, _flags: CloseFlags) -> DatResult<()> {
         let sh = &self.shared;
         let mut st = lock(&sh.state);
-        let mut out = Vec::new();
+        let mut out = Ups::new();
         let Some(e) = st.eps.get_mut(&ep) else {
             return Ok(());
         };
@@ -334,7 +340,7 @@ impl Transport for ShmIa {
     fn post(&self, ep: EpId, wr: WorkRequest) -> DatResult<()> {
         let sh = &self.shared;
         let mut st = lock(&sh.state);
-        let mut out = Vec::new();
+        let mut out = Ups::new();
         let st_ref = &mut *st;
         let e = st_ref.eps.get_mut(&ep).ok_or_else(invalid_state)?;
         let conn = e
@@ -346,17 +352,12 @@ impl Transport for ShmIa {
             if let Some((id, c)) = conn {
                 // A send held back for want of a receive can land now.
                 if let Some(d) = c.data.as_mut() {
-                    let mem = sh
-                        .mem
-                        .read()
-                        .unwrap_or_else(std::sync::PoisonError::into_inner);
                     let mut view = EpView {
                         upcalls: &e.upcalls,
                         pz: e.cfg.pz,
                         recvs: &mut e.recvs,
                     };
-                    let r = d.pump(&mut view, &mem, &mut out);
-                    drop(mem);
+                    let r = d.pump(&mut view, &sh.mem, &mut out);
                     if r.is_err() {
                         sh.teardown(&mut st, id, Some(CmFact::Broken), false, &mut out);
                     }
@@ -381,7 +382,7 @@ impl Transport for ShmIa {
         let Ok(mut st) = sh.state.try_lock() else {
             return false;
         };
-        let mut out = Vec::new();
+        let mut out = Ups::new();
         let any = sh.pump_all(&mut st, &mut out);
         sh.finish(st, out);
         any
@@ -397,7 +398,7 @@ impl Transport for ShmIa {
         let mut st = lock(&sh.state);
         let ids: Vec<u64> = st.conns.keys().copied().collect();
         for id in ids {
-            sh.teardown(&mut st, id, None, true, &mut Vec::new());
+            sh.teardown(&mut st, id, None, true, &mut Ups::new());
         }
         st.sps.clear(); // unlinks the rendezvous entries
         st.eps.clear();
