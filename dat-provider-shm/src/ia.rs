@@ -117,6 +117,8 @@ struct State {
     conns: HashMap<u64, Conn>,
     crs: HashMap<CrId, u64>,
     deferred: Vec<(EpId, CmFact)>,
+    /// Connections to tear down from the provider thread, with the fact to report.
+    doomed: Vec<(u64, CmFact)>,
     lingers: HashMap<u64, Linger>,
     /// Sweeps of the rendezvous directory still due after a peer died (a dying process's
     /// descriptors close one by one, so its listener may outlive the connection's hang-up).
@@ -327,7 +329,14 @@ impl Shared {
             }
             Phase::Requesting { .. } => CmFact::NonPeerRejected,
             Phase::Accepting => CmFact::AcceptCompletionError,
-            Phase::Greeting { .. } | Phase::Pending { .. } => {
+            Phase::Pending { .. } => {
+                // The consumer still holds the request: its accept will see the failure as
+                // an ACCEPT_COMPLETION_ERROR event, as if the requester left just after.
+                c.peer_gone = true;
+                self.epoll.remove(c.sock.as_fd());
+                return;
+            }
+            Phase::Greeting { .. } => {
                 self.teardown(st, id, None, false, out);
                 return;
             }
@@ -589,6 +598,9 @@ impl Shared {
                 if let Some(e) = st.eps.get(&ep) {
                     out.push(Up::Cm(e.upcalls.clone(), fact));
                 }
+            }
+            for (id, fact) in std::mem::take(&mut st.doomed) {
+                self.teardown(&mut st, id, Some(fact), false, &mut out);
             }
             let worked = self.pump_all(&mut st, &mut out) || !out.is_empty();
             let next = self.check_deadlines(&mut st, &mut out);

@@ -271,6 +271,17 @@ impl Transport for ShmIa {
         let Some(c) = st.conns.get_mut(&id) else {
             return Err(gone());
         };
+        if c.peer_gone {
+            c.phase = Phase::Accepting;
+            c.ep = Some(ep);
+            if let Some(e) = st.eps.get_mut(&ep) {
+                e.conn = Some(id);
+            }
+            st.doomed.push((id, CmFact::AcceptCompletionError));
+            drop(st);
+            sh.poke();
+            return Ok(());
+        }
         let cma_in = match c.data.as_mut() {
             Some(d) => {
                 d.cma_in =
@@ -285,8 +296,18 @@ impl Transport for ShmIa {
             pdata: private_data.to_vec(),
         };
         if sys::send_packet(c.sock.as_fd(), &pkt.encode(), &[]).is_err() {
-            sh.teardown(&mut st, id, None, false, &mut Ups::new());
-            return Err(gone());
+            // The requester left: report it as an accept that could not complete.
+            c.peer_gone = true;
+            sh.epoll.remove(c.sock.as_fd());
+            c.phase = Phase::Accepting;
+            c.ep = Some(ep);
+            if let Some(e) = st.eps.get_mut(&ep) {
+                e.conn = Some(id);
+            }
+            st.doomed.push((id, CmFact::AcceptCompletionError));
+            drop(st);
+            sh.poke();
+            return Ok(());
         }
         c.phase = Phase::Accepting;
         c.ep = Some(ep);
