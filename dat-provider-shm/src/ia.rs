@@ -21,12 +21,12 @@ use dat_core::defaults::{software_ia_attr, software_provider_attr};
 use dat_core::error::{DatError, DatResult, ErrorType, Subtype};
 use dat_core::mem::SegList;
 use dat_core::provider::{
-    CmFact, ConnRequest, EpConfig, EpUpcalls, PostOp, SharedMemTable, SpUpcalls, Transport,
-    WorkRequest,
+    CmFact, ConnRequest, EpConfig, EpUpcalls, PostOp, SharedMemTable, SpUpcalls, SrqConfig,
+    Transport, WorkRequest,
 };
 use dat_core::types::{
     CloseFlags, ConnQual, CrId, DtoStatus, EpId, IaAddress, IaAttr, LOOPBACK_ADDRESS, NamedAttr,
-    ProviderAttr, SpId, Timeout,
+    ProviderAttr, SpId, SrqId, Timeout,
 };
 
 use crate::conn::{DataPath, EpView, Up, Ups};
@@ -59,6 +59,8 @@ const TOK_EFD: u64 = 3 << 40;
 const TOK_MASK: u64 = (1 << 40) - 1;
 /// The application polled within this window: the provider thread does not ask peers to
 /// wake it (no system call per message while the application spins).
+/// How long an accepted socket may take to send its request.
+const GREETING: Duration = Duration::from_secs(5);
 const APP_ACTIVE: Duration = Duration::from_millis(2);
 /// How long the provider thread keeps polling after it served work, before it sleeps.
 const PROVIDER_SPIN: Duration = Duration::from_micros(50);
@@ -71,7 +73,7 @@ enum Phase {
     /// Requester: request sent, waiting for accept or reject.
     Requesting { deadline: Option<Instant> },
     /// Acceptor: socket accepted, request not read yet.
-    Greeting { sp: SpId },
+    Greeting { sp: SpId, deadline: Instant },
     /// Acceptor: request delivered to the consumer.
     Pending { cr: CrId },
     /// Acceptor: accept sent, waiting for the requester's ready.
@@ -114,6 +116,7 @@ struct Sp {
 struct State {
     eps: HashMap<EpId, ShmEp>,
     sps: HashMap<SpId, Sp>,
+    srqs: HashMap<SrqId, VecDeque<WorkRequest>>,
     conns: HashMap<u64, Conn>,
     crs: HashMap<CrId, u64>,
     deferred: Vec<(EpId, CmFact)>,
@@ -232,10 +235,14 @@ impl Shared {
             else {
                 continue;
             };
+            let recvs = match ep.cfg.srq.and_then(|s| st.srqs.get_mut(&s)) {
+                Some(q) => q,
+                None => &mut ep.recvs,
+            };
             let mut view = EpView {
                 upcalls: &ep.upcalls,
                 pz: ep.cfg.pz,
-                recvs: &mut ep.recvs,
+                recvs,
             };
             match d.pump(&mut view, &self.mem, out) {
                 Ok(moved) => any |= moved,
@@ -314,10 +321,14 @@ impl Shared {
                 if let (Some(d), Some(ep)) =
                     (c.data.as_mut(), c.ep.and_then(|e| st.eps.get_mut(&e)))
                 {
+                    let recvs = match ep.cfg.srq.and_then(|s| st.srqs.get_mut(&s)) {
+                        Some(q) => q,
+                        None => &mut ep.recvs,
+                    };
                     let mut view = EpView {
                         upcalls: &ep.upcalls,
                         pz: ep.cfg.pz,
-                        recvs: &mut ep.recvs,
+                        recvs,
                     };
                     d.drain(&mut view, &self.mem, out);
                 }
@@ -377,7 +388,10 @@ impl Shared {
                 id,
                 Conn {
                     sock,
-                    phase: Phase::Greeting { sp },
+                    phase: Phase::Greeting {
+                        sp,
+                        deadline: Instant::now() + GREETING,
+                    },
                     ep: None,
                     data: None,
                     peer_probe: 0,
@@ -444,7 +458,7 @@ impl Shared {
             return false;
         };
         match (&c.phase, p) {
-            (Phase::Greeting { sp }, Some(Packet::Request { probe, pdata, .. })) => {
+            (Phase::Greeting { sp, .. }, Some(Packet::Request { probe, pdata, .. })) => {
                 let sp = *sp;
                 let Some(d) = self.adopt(id, c, fds) else {
                     self.teardown(st, id, None, false, out);
@@ -549,16 +563,19 @@ impl Shared {
         let mut next: Option<Instant> = None;
         let mut expired = Vec::new();
         for (id, c) in &st.conns {
-            if let Phase::Requesting { deadline: Some(d) } = c.phase {
-                if d <= now {
-                    expired.push(*id);
-                } else {
-                    next = Some(next.map_or(d, |n| n.min(d)));
-                }
+            let d = match c.phase {
+                Phase::Requesting { deadline: Some(d) } | Phase::Greeting { deadline: d, .. } => d,
+                _ => continue,
+            };
+            if d <= now {
+                expired.push((*id, matches!(c.phase, Phase::Requesting { .. })));
+            } else {
+                next = Some(next.map_or(d, |n| n.min(d)));
             }
         }
-        for id in expired {
-            self.teardown(st, id, Some(CmFact::TimedOut), false, out);
+        for (id, requesting) in expired {
+            let fact = requesting.then_some(CmFact::TimedOut);
+            self.teardown(st, id, fact, false, out);
         }
         let due = st.resweep.iter().any(|t| *t <= now);
         st.resweep.retain(|t| *t > now);

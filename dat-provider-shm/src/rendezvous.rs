@@ -149,7 +149,8 @@ pub fn listen(dir: &Path, qual: u64) -> Result<Listener, ListenError> {
     }
 }
 
-/// Connects to the listener of `qual`. `Ok(None)`: nobody listens (a dead entry is removed).
+/// Connects to the listener of `qual`. `Ok(None)`: nobody listens (a dead entry is removed)
+/// or its backlog is full.
 pub fn connect(dir: &Path, qual: u64) -> io::Result<Option<OwnedFd>> {
     let path = entry(dir, qual);
     let sock = sys::seqpacket()?;
@@ -160,6 +161,8 @@ pub fn connect(dir: &Path, qual: u64) -> io::Result<Option<OwnedFd>> {
             let _ = std::fs::remove_file(&path);
             Ok(None)
         }
+        // The listener's backlog is full: the request is refused, as TCP would.
+        Err(e) if e.raw_os_error() == Some(libc::EAGAIN) => Ok(None),
         Err(e) => Err(e),
     }
 }

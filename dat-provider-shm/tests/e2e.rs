@@ -338,3 +338,69 @@ fn local_disconnect_with_rdma_in_flight_completes_everything_once_in_order() {
         let _ = std::fs::remove_dir_all(&dir);
     }
 }
+
+#[test]
+fn shared_receive_queue_feeds_two_connections_and_releases_held_sends() {
+    let dir = scratch("srq");
+    let reg = registry(&dir, "");
+    let (a, b, c) = (Side::new(&reg), Side::new(&reg), Side::new(&reg));
+    let srq =
+        b.ia.create_srq(
+            &b.pz,
+            dat::SrqAttr {
+                max_recv_dtos: 16,
+                max_recv_iov: 2,
+                low_watermark: 0,
+            },
+        )
+        .unwrap();
+    let conn2 =
+        b.ia.create_evd(8, dat::types::EvdFlags::CONNECTION, None)
+            .unwrap();
+    let mk = |conn: &dat::Evd| {
+        b.ia.create_ep(&dat::EpParams {
+            pz: Some(&b.pz),
+            recv_evd: Some(&b.dto),
+            request_evd: Some(&b.dto),
+            connect_evd: Some(conn),
+            srq: Some(&srq),
+            ..dat::EpParams::default()
+        })
+        .unwrap()
+    };
+    let (ep1, ep2) = (mk(&b.conn), mk(&conn2));
+    let (_sp, cr_evd) = listen(&b.ia, 4900);
+    for (side, ep, conn) in [(&a, &ep1, &b.conn), (&c, &ep2, &conn2)] {
+        side.connect(4900, b"", WAIT);
+        let (cr, _) = request(&b.ia, &cr_evd);
+        cr.accept(Some(ep), b"").unwrap();
+        assert_eq!(cm(&side.conn).0, EventNumber::Established);
+        assert_eq!(cm(conn).0, EventNumber::Established);
+    }
+    // Both send before any receive exists: both wait, then land as receives are posted.
+    a.lmr.write(0, b"from a").unwrap();
+    c.lmr.write(0, b"from c").unwrap();
+    a.ep.post_send(&[a.lmr.triplet(0, 6)], Cookie(1), none())
+        .unwrap();
+    c.ep.post_send(&[c.lmr.triplet(0, 6)], Cookie(2), none())
+        .unwrap();
+    srq.post_recv(&[b.lmr.triplet(0, 64)], Cookie(10)).unwrap();
+    srq.post_recv(&[b.lmr.triplet(64, 64)], Cookie(11)).unwrap();
+    let mut got = Vec::new();
+    for _ in 0..2 {
+        let r = dto(&b.dto);
+        assert_eq!((r.status, r.transferred_length), (DtoStatus::Success, 6));
+        let off = if r.cookie == Cookie(10) { 0 } else { 64 };
+        let mut m = [0u8; 6];
+        b.lmr.read(off, &mut m).unwrap();
+        got.push((r.ep, m));
+    }
+    got.sort_by_key(|g| g.0);
+    assert_eq!(got, vec![(ep1.id(), *b"from a"), (ep2.id(), *b"from c")]);
+    assert_eq!(dto(&a.dto).status, DtoStatus::Success);
+    assert_eq!(dto(&c.dto).status, DtoStatus::Success);
+    for s in [&a, &b, &c] {
+        s.ia.close(CloseFlags::Abrupt).unwrap();
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -61,19 +61,12 @@ impl Transport for ShmIa {
 
     fn provider_attr(&self) -> ProviderAttr {
         let mut a = software_provider_attr("shm", MAX_PRIVATE_DATA);
-        a.srq_supported = false;
         a.provider_specific_attr
             .push(NamedAttr::new(crate::RDMA_MODE_ATTR, self.rdma_mode()));
         a
     }
 
     fn create_ep(&self, ep: EpId, cfg: &EpConfig, upcalls: Arc<dyn EpUpcalls>) -> DatResult<()> {
-        if cfg.srq.is_some() {
-            return Err(DatError::new(
-                ErrorType::ModelNotSupported,
-                Subtype::NoSubtype,
-            ));
-        }
         lock(&self.shared.state).eps.insert(
             ep,
             ShmEp {
@@ -87,12 +80,6 @@ impl Transport for ShmIa {
     }
 
     fn modify_ep(&self, ep: EpId, cfg: &EpConfig) -> DatResult<()> {
-        if cfg.srq.is_some() {
-            return Err(DatError::new(
-                ErrorType::ModelNotSupported,
-                Subtype::NoSubtype,
-            ));
-        }
         let mut st = lock(&self.shared.state);
         Shared::ep_mut(&mut st, ep)?.cfg = cfg.clone();
         Ok(())
@@ -243,7 +230,7 @@ impl Transport for ShmIa {
         let greeting: Vec<u64> = st
             .conns
             .iter()
-            .filter(|(_, c)| matches!(c.phase, Phase::Greeting { sp: s } if s == sp))
+            .filter(|(_, c)| matches!(c.phase, Phase::Greeting { sp: s, .. } if s == sp))
             .map(|(id, _)| *id)
             .collect();
         for id in greeting {
@@ -373,10 +360,14 @@ impl Transport for ShmIa {
             if let Some((id, c)) = conn {
                 // A send held back for want of a receive can land now.
                 if let Some(d) = c.data.as_mut() {
+                    let recvs = match e.cfg.srq.and_then(|s| st_ref.srqs.get_mut(&s)) {
+                        Some(q) => q,
+                        None => &mut e.recvs,
+                    };
                     let mut view = EpView {
                         upcalls: &e.upcalls,
                         pz: e.cfg.pz,
-                        recvs: &mut e.recvs,
+                        recvs,
                     };
                     let r = d.pump(&mut view, &sh.mem, &mut out);
                     if r.is_err() {
@@ -395,6 +386,29 @@ impl Transport for ShmIa {
         }
         sh.finish(st, out);
         Ok(())
+    }
+
+    fn create_srq(&self, srq: SrqId, _cfg: &SrqConfig) -> DatResult<()> {
+        lock(&self.shared.state).srqs.insert(srq, VecDeque::new());
+        Ok(())
+    }
+
+    fn srq_post_recv(&self, srq: SrqId, wr: WorkRequest) -> DatResult<()> {
+        let sh = &self.shared;
+        let mut st = lock(&sh.state);
+        st.srqs
+            .get_mut(&srq)
+            .ok_or_else(invalid_state)?
+            .push_back(wr);
+        // Sends held back on any endpoint of this SRQ may land now.
+        let mut out = Ups::new();
+        sh.pump_all(&mut st, &mut out);
+        sh.finish(st, out);
+        Ok(())
+    }
+
+    fn free_srq(&self, srq: SrqId) {
+        lock(&self.shared.state).srqs.remove(&srq);
     }
 
     fn progress(&self) -> bool {
