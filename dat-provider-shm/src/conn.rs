@@ -153,14 +153,16 @@ impl DataPath {
         mem: &RwLock<MemTable>,
         out: &mut Ups,
     ) -> Result<bool, Fatal> {
-        let r = self.receive(ep, mem, out);
+        let r = self.receive(ep, mem, out, true);
         let moved = self.flush_tx();
         r.map(|got| got || moved)
     }
 
-    /// Processes incoming records only (used to drain a connection the peer closed).
+    /// Takes in what a departed peer had published: its messages and the responses to our
+    /// requests. Its own RDMA requests are not served: it has flushed them, may have released
+    /// their memory, and its process id may already name another process.
     pub fn drain(&mut self, ep: &mut EpView<'_>, mem: &RwLock<MemTable>, out: &mut Ups) {
-        let _ = self.receive(ep, mem, out);
+        let _ = self.receive(ep, mem, out, false);
     }
 
     /// Prepares to sleep: returns true if work arrived meanwhile (a send held back for want
@@ -207,10 +209,12 @@ impl DataPath {
         ep: &mut EpView<'_>,
         mem: &RwLock<MemTable>,
         out: &mut Ups,
+        serve: bool,
     ) -> Result<bool, Fatal> {
         let mut any = false;
         self.blocked = false;
-        loop {
+        // At most one ring's worth per call: a peer that keeps publishing cannot hold us here.
+        for _ in 0..self.rx.capacity() {
             let inc = match self.rx.peek() {
                 Ok(Some(i)) => i,
                 Ok(None) => return Ok(any),
@@ -219,6 +223,10 @@ impl DataPath {
                     return Err(Fatal);
                 }
             };
+            if !serve && matches!(inc.rec.kind, WRITE | WRITE_CMA | READ) {
+                self.rx.release();
+                continue;
+            }
             match self.handle(inc, ep, mem, out)? {
                 false => {
                     // Held back: no receive posted.
@@ -233,6 +241,7 @@ impl DataPath {
                 }
             }
         }
+        Ok(any)
     }
 
     /// Handles one record; `Ok(false)` leaves it in the ring.

@@ -267,6 +267,11 @@ pub struct Incoming {
 }
 
 impl Consumer {
+    /// Slots in the ring.
+    pub fn capacity(&self) -> u32 {
+        self.seg.slots
+    }
+
     /// The oldest unreleased record, if any.
     ///
     /// # Errors
