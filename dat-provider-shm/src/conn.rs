@@ -180,22 +180,23 @@ impl DataPath {
     /// partially received message's receive. Returns the local memory of RDMA requests the
     /// peer may still be copying into or out of by cross-memory attach: the caller keeps it
     /// alive until the peer has let go of the connection.
-    pub fn flush_all(&mut self, upcalls: &Arc<dyn EpUpcalls>, out: &mut Ups) -> Vec<SegList> {
+    /// Without `upcalls` (the endpoint is gone) nothing is reported.
+    pub fn flush_all(
+        &mut self,
+        upcalls: Option<&Arc<dyn EpUpcalls>>,
+        out: &mut Ups,
+    ) -> Vec<SegList> {
         let mut keep = Vec::new();
         for (i, mut wr) in self.reqs.drain(..).enumerate() {
-            out.push(Up::Done(
-                upcalls.clone(),
-                wr.completion(DtoStatus::Flushed, 0),
-            ));
+            if let Some(u) = upcalls {
+                out.push(Up::Done(u.clone(), wr.completion(DtoStatus::Flushed, 0)));
+            }
             if self.cma_out && i < self.sent && !matches!(wr.op, PostOp::Send | PostOp::Recv) {
                 keep.push(std::mem::take(&mut wr.segs));
             }
         }
-        if let Some((wr, _, _)) = self.rx_send.take() {
-            out.push(Up::Done(
-                upcalls.clone(),
-                wr.completion(DtoStatus::Flushed, 0),
-            ));
+        if let (Some((wr, _, _)), Some(u)) = (self.rx_send.take(), upcalls) {
+            out.push(Up::Done(u.clone(), wr.completion(DtoStatus::Flushed, 0)));
         }
         self.sent = 0;
         self.tx_pos = 0;

@@ -1,12 +1,13 @@
 //! One open shm IA: the [`Transport`] implementation, its state, and the provider thread that
 //! serves connection management and target-side RDMA while the application sleeps.
 //!
-//! Locking: one state mutex per IA. Upcalls are collected while it is held and made after it
-//! is released, under a delivery mutex taken before the state is unlocked, so completions of
-//! one endpoint reach the core in the order they were produced even when the application
-//! thread (in [`Transport::progress`]) and the provider thread both move data. An upcall that
-//! calls back into the transport (the facade rejects requests from inside one) runs its own
-//! upcalls inline instead of waiting for the delivery mutex it already holds.
+//! Locking: one state mutex per IA, and a delivery mutex taken before it by every call that
+//! may produce upcalls. Upcalls are collected while the state is held and made after it is
+//! released but before the delivery mutex is, so completions of one endpoint reach the core
+//! in the order they were produced even when the application thread (in
+//! [`Transport::progress`]) and the provider thread both move data. An upcall that calls back
+//! into the transport (the facade rejects requests from inside one) takes only the state
+//! and runs its own upcalls inline.
 
 use std::cell::Cell;
 use std::collections::{HashMap, VecDeque};
@@ -147,6 +148,25 @@ pub(crate) struct Shared {
     probe: Box<u64>,
 }
 
+/// The state, locked for a call that may make upcalls (see [`Shared::enter`]).
+struct Guard<'a> {
+    st: MutexGuard<'a, State>,
+    deliver: Option<MutexGuard<'a, ()>>,
+}
+
+impl std::ops::Deref for Guard<'_> {
+    type Target = State;
+    fn deref(&self) -> &State {
+        &self.st
+    }
+}
+
+impl std::ops::DerefMut for Guard<'_> {
+    fn deref_mut(&mut self) -> &mut State {
+        &mut self.st
+    }
+}
+
 /// The transport of one open shm IA.
 pub struct ShmIa {
     shared: Arc<Shared>,
@@ -201,22 +221,46 @@ impl Shared {
         self.start.elapsed().as_micros() as u64
     }
 
-    /// Releases the state lock and makes the collected upcalls, in order.
-    fn finish(&self, st: MutexGuard<'_, State>, out: Ups) {
+    /// Locks the state for a call that may produce upcalls. Lock order: the delivery mutex,
+    /// then the state. A thread that is making upcalls already holds the delivery mutex
+    /// (the facade may call back into the transport from an upcall) and only takes the state.
+    fn enter(&self) -> Guard<'_> {
+        let deliver = (!DELIVERING.with(Cell::get)).then(|| lock(&self.deliver));
+        Guard {
+            st: lock(&self.state),
+            deliver,
+        }
+    }
+
+    /// [`Shared::enter`] without waiting (the polling path).
+    fn try_enter(&self) -> Option<Guard<'_>> {
+        let deliver = if DELIVERING.with(Cell::get) {
+            None
+        } else {
+            Some(self.deliver.try_lock().ok()?)
+        };
+        Some(Guard {
+            st: self.state.try_lock().ok()?,
+            deliver,
+        })
+    }
+
+    /// Releases the state and makes the collected upcalls, in order, before releasing the
+    /// delivery mutex (so upcalls of one endpoint never overtake each other).
+    fn finish(&self, g: Guard<'_>, out: Ups) {
+        let Guard { st, deliver } = g;
+        drop(st);
         if out.is_empty() {
             return;
         }
-        if DELIVERING.with(Cell::get) {
-            drop(st);
+        if deliver.is_some() {
+            DELIVERING.with(|f| f.set(true));
             out.into_iter().for_each(Up::run);
-            return;
+            DELIVERING.with(|f| f.set(false));
+        } else {
+            out.into_iter().for_each(Up::run);
         }
-        let d = lock(&self.deliver);
-        drop(st);
-        DELIVERING.with(|f| f.set(true));
-        out.into_iter().for_each(Up::run);
-        DELIVERING.with(|f| f.set(false));
-        drop(d);
+        drop(deliver);
     }
 
     fn poke(&self) {
@@ -279,13 +323,17 @@ impl Shared {
             self.epoll.remove(d.my_efd.as_fd());
         }
         let mut keep = Vec::new();
-        if let Some(ep) = c.ep.and_then(|e| st.eps.get_mut(&e)) {
+        let ep = c.ep.and_then(|e| st.eps.get_mut(&e));
+        if let (None, Some(d)) = (&ep, c.data.as_mut()) {
+            keep = d.flush_all(None, out);
+        }
+        if let Some(ep) = ep {
             ep.conn = None;
             if let Some(fact) = fact {
                 out.push(Up::Cm(ep.upcalls.clone(), fact));
             }
             if let Some(d) = c.data.as_mut() {
-                keep = d.flush_all(&ep.upcalls, out);
+                keep = d.flush_all(Some(&ep.upcalls), out);
             }
             for wr in ep.recvs.drain(..) {
                 out.push(Up::Done(
@@ -597,7 +645,7 @@ impl Shared {
             if self.stop.load(Ordering::Acquire) {
                 return;
             }
-            let mut st = lock(&self.state);
+            let mut st = self.enter();
             for t in tokens.drain(..) {
                 match (t & !TOK_MASK, t & TOK_MASK) {
                     (TOK_WAKE, _) => sys::drain(self.wake.as_fd()),

@@ -404,3 +404,69 @@ fn shared_receive_queue_feeds_two_connections_and_releases_held_sends() {
     }
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn concurrent_posters_and_pollers_keep_per_endpoint_order() {
+    let dir = scratch("concurrent");
+    let reg = registry(&dir, ", ring_slots = 8");
+    let (a, b) = (Side::new(&reg), Side::new(&reg));
+    let _sp = connect_pair(&a, &b, 5100);
+    const N: u64 = 2000;
+    // A second connection on the same IAs carries RDMA reads at the same time.
+    let (a2, b2) = (Side::new(&reg), Side::new(&reg));
+    let _sp2 = connect_pair(&a2, &b2, 5101);
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            // Receiver: keeps 32 receives posted, checks order and payload.
+            for i in 0..32u64 {
+                b.ep.post_recv(&[b.lmr.triplet(i * 8, 8)], Cookie(i), none())
+                    .unwrap();
+            }
+            for i in 0..N {
+                let r = dto(&b.dto);
+                assert_eq!((r.cookie, r.status), (Cookie(i), DtoStatus::Success));
+                let mut v = [0u8; 8];
+                b.lmr.read(((i % 32) * 8) as usize, &mut v).unwrap();
+                assert_eq!(u64::from_le_bytes(v), i);
+                let next = i + 32;
+                if next < N {
+                    b.ep.post_recv(&[b.lmr.triplet((next % 32) * 8, 8)], Cookie(next), none())
+                        .unwrap();
+                }
+            }
+        });
+        s.spawn(|| {
+            // RDMA reader on the other connection.
+            let remote = b2.lmr.rmr_triplet(0, 4096);
+            for i in 0..200u64 {
+                a2.ep
+                    .post_rdma_read(&[a2.lmr.triplet(0, 4096)], Cookie(i), remote, none())
+                    .unwrap();
+                let c = dto(&a2.dto);
+                assert_eq!((c.cookie, c.status), (Cookie(i), DtoStatus::Success));
+            }
+        });
+        // Sender: up to 64 in flight, completions strictly in posting order.
+        let mut done = 0u64;
+        for i in 0..N {
+            let at = 100_000 + (i % 128) * 8;
+            a.lmr.write(at as usize, &i.to_le_bytes()).unwrap();
+            a.ep.post_send(&[a.lmr.triplet(at, 8)], Cookie(i), none())
+                .unwrap();
+            while i + 1 - done > 64 {
+                let c = dto(&a.dto);
+                assert_eq!((c.cookie, c.status), (Cookie(done), DtoStatus::Success));
+                done += 1;
+            }
+        }
+        while done < N {
+            let c = dto(&a.dto);
+            assert_eq!((c.cookie, c.status), (Cookie(done), DtoStatus::Success));
+            done += 1;
+        }
+    });
+    for s in [&a, &b, &a2, &b2] {
+        s.ia.close(CloseFlags::Abrupt).unwrap();
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}

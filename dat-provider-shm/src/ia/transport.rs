@@ -87,7 +87,7 @@ impl Transport for ShmIa {
 
     fn reset_ep(&self, ep: EpId) -> DatResult<()> {
         let sh = &self.shared;
-        let mut st = lock(&sh.state);
+        let mut st = sh.enter();
         let conn = Shared::ep_mut(&mut st, ep)?.conn.take();
         let mut out = Ups::new();
         if let Some(id) = conn {
@@ -324,7 +324,7 @@ impl Transport for ShmIa {
 
     fn disconnect(&self, ep: EpId, _flags: CloseFlags) -> DatResult<()> {
         let sh = &self.shared;
-        let mut st = lock(&sh.state);
+        let mut st = sh.enter();
         let mut out = Ups::new();
         let Some(e) = st.eps.get_mut(&ep) else {
             return Ok(());
@@ -347,7 +347,7 @@ impl Transport for ShmIa {
 
     fn post(&self, ep: EpId, wr: WorkRequest) -> DatResult<()> {
         let sh = &self.shared;
-        let mut st = lock(&sh.state);
+        let mut st = sh.enter();
         let mut out = Ups::new();
         let st_ref = &mut *st;
         let e = st_ref.eps.get_mut(&ep).ok_or_else(invalid_state)?;
@@ -395,7 +395,7 @@ impl Transport for ShmIa {
 
     fn srq_post_recv(&self, srq: SrqId, wr: WorkRequest) -> DatResult<()> {
         let sh = &self.shared;
-        let mut st = lock(&sh.state);
+        let mut st = sh.enter();
         st.srqs
             .get_mut(&srq)
             .ok_or_else(invalid_state)?
@@ -414,7 +414,7 @@ impl Transport for ShmIa {
     fn progress(&self) -> bool {
         let sh = &self.shared;
         sh.last_poll.store(sh.now_us().max(1), Ordering::Relaxed);
-        let Ok(mut st) = sh.state.try_lock() else {
+        let Some(mut st) = sh.try_enter() else {
             return false;
         };
         let mut out = Ups::new();
