@@ -145,6 +145,11 @@ impl DataPath {
         self.flush_tx();
     }
 
+    /// Requests posted and not yet completed.
+    pub fn outstanding(&self) -> usize {
+        self.reqs.len()
+    }
+
     /// Processes incoming records, then pushes queued output. Returns whether anything moved,
     /// or [`Fatal`] when the connection must break (responses already queued are pushed).
     pub fn pump(

@@ -470,3 +470,22 @@ fn concurrent_posters_and_pollers_keep_per_endpoint_order() {
     }
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn a_runaway_receive_queue_is_insufficient_resources() {
+    let dir = scratch("full");
+    let reg = registry(&dir, "");
+    let a = Side::new(&reg);
+    let max = a.ia.attr().max_dto_per_ep;
+    assert_eq!(max, 16_384);
+    for i in 0..u64::from(max) {
+        a.ep.post_recv(&[a.lmr.triplet(0, 8)], Cookie(i), none())
+            .unwrap();
+    }
+    let e =
+        a.ep.post_recv(&[a.lmr.triplet(0, 8)], Cookie(0), none())
+            .unwrap_err();
+    assert_eq!(e.kind(), dat::ErrorType::InsufficientResources);
+    a.ia.close(CloseFlags::Abrupt).unwrap();
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -5,6 +5,11 @@ use super::*;
 /// Largest private data (at least the 256 bytes DAT consumers expect).
 pub const MAX_PRIVATE_DATA: u32 = wire::MAX_PRIVATE_DATA as u32;
 
+/// Requests (and, separately, receives) an endpoint may have queued: the IA's
+/// `max_dto_per_ep`. The per-EP queue depths are the consumer's contract and are not policed
+/// here; this bound only keeps a runaway consumer from growing the queues without limit.
+const MAX_QUEUED: usize = 16_384;
+
 fn resources() -> DatError {
     DatError::resources(Subtype::NoSubtype)
 }
@@ -355,7 +360,11 @@ impl Transport for ShmIa {
             .conn
             .and_then(|id| st_ref.conns.get_mut(&id).map(|c| (id, c)))
             .filter(|(_, c)| matches!(c.phase, Phase::Connected));
+        let full = || DatError::new(ErrorType::InsufficientResources, Subtype::NoSubtype);
         if wr.op == PostOp::Recv {
+            if e.recvs.len() >= MAX_QUEUED {
+                return Err(full());
+            }
             e.recvs.push_back(wr);
             if let Some((id, c)) = conn {
                 // A send held back for want of a receive can land now.
@@ -377,6 +386,9 @@ impl Transport for ShmIa {
             }
         } else {
             match conn.and_then(|(_, c)| c.data.as_mut()) {
+                Some(d) if d.outstanding() >= MAX_QUEUED => {
+                    return Err(full());
+                }
                 Some(d) => d.post(wr),
                 None => out.push(Up::Done(
                     e.upcalls.clone(),
