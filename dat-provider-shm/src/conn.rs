@@ -145,6 +145,14 @@ impl DataPath {
         self.flush_tx();
     }
 
+    /// True if a pump could move something: a record waits (other than a send held back for
+    /// want of a receive) or output is queued.
+    pub fn has_work(&mut self) -> bool {
+        (!self.blocked && matches!(self.rx.peek(), Ok(Some(_)) | Err(_)))
+            || !self.resps.is_empty()
+            || self.sent < self.reqs.len()
+    }
+
     /// Requests posted and not yet completed.
     pub fn outstanding(&self) -> usize {
         self.reqs.len()

@@ -13,7 +13,7 @@ use std::cell::Cell;
 use std::collections::{HashMap, VecDeque};
 use std::os::fd::{AsFd, OwnedFd};
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
@@ -58,10 +58,10 @@ const TOK_LISTEN: u64 = 1 << 40;
 const TOK_SOCK: u64 = 2 << 40;
 const TOK_EFD: u64 = 3 << 40;
 const TOK_MASK: u64 = (1 << 40) - 1;
-/// The application polled within this window: the provider thread does not ask peers to
-/// wake it (no system call per message while the application spins).
 /// How long an accepted socket may take to send its request.
 const GREETING: Duration = Duration::from_secs(5);
+/// The application polled within this window: the provider thread does not ask peers to
+/// wake it (no system call per message while the application spins).
 const APP_ACTIVE: Duration = Duration::from_millis(2);
 /// How long the provider thread keeps polling after it served work, before it sleeps.
 const PROVIDER_SPIN: Duration = Duration::from_micros(50);
@@ -143,8 +143,9 @@ pub(crate) struct Shared {
     epoll: Epoll,
     wake: OwnedFd,
     stop: AtomicBool,
-    start: Instant,
-    last_poll: AtomicU64,
+    /// Set by every `progress` call (one relaxed store: no clock read on the polling path),
+    /// cleared by the provider thread.
+    polled: AtomicBool,
     probe: Box<u64>,
 }
 
@@ -201,8 +202,7 @@ impl ShmIa {
             epoll,
             wake,
             stop: AtomicBool::new(false),
-            start: Instant::now(),
-            last_poll: AtomicU64::new(0),
+            polled: AtomicBool::new(false),
             probe: Box::new(wire::PROBE_VALUE),
         });
         let s2 = shared.clone();
@@ -217,10 +217,6 @@ impl ShmIa {
 }
 
 impl Shared {
-    fn now_us(&self) -> u64 {
-        self.start.elapsed().as_micros() as u64
-    }
-
     /// Locks the state for a call that may produce upcalls. Lock order: the delivery mutex,
     /// then the state. A thread that is making upcalls already holds the delivery mutex
     /// (the facade may call back into the transport from an upcall) and only takes the state.
@@ -641,6 +637,7 @@ impl Shared {
         let mut tokens = Vec::new();
         let mut out = Ups::new();
         let mut spin_until = Instant::now();
+        let mut active_until = spin_until;
         loop {
             if self.stop.load(Ordering::Acquire) {
                 return;
@@ -669,12 +666,13 @@ impl Shared {
             }
             let worked = self.pump_all(&mut st, &mut out) || !out.is_empty();
             let next = self.check_deadlines(&mut st, &mut out);
-            let last = self.last_poll.load(Ordering::Relaxed);
-            let app_active =
-                last != 0 && self.now_us().saturating_sub(last) < APP_ACTIVE.as_micros() as u64;
+            let now = Instant::now();
+            if self.polled.swap(false, Ordering::Relaxed) {
+                active_until = now + APP_ACTIVE;
+            }
+            let app_active = now < active_until;
             // Spin (yielding) briefly after serving work while the application sleeps, so a
             // burst of one-sided operations does not pay a wake-up each; then sleep.
-            let now = Instant::now();
             if worked && !app_active {
                 spin_until = now + PROVIDER_SPIN;
             }

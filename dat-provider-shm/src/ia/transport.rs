@@ -425,7 +425,19 @@ impl Transport for ShmIa {
 
     fn progress(&self) -> bool {
         let sh = &self.shared;
-        sh.last_poll.store(sh.now_us().max(1), Ordering::Relaxed);
+        sh.polled.store(true, Ordering::Relaxed);
+        // Fast path: a look at the rings under the state lock alone.
+        {
+            let Ok(mut st) = sh.state.try_lock() else {
+                return false;
+            };
+            let work = st.conns.values_mut().any(|c| {
+                matches!(c.phase, Phase::Connected) && c.data.as_mut().is_some_and(|d| d.has_work())
+            });
+            if !work {
+                return false;
+            }
+        }
         let Some(mut st) = sh.try_enter() else {
             return false;
         };
