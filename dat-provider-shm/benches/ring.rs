@@ -133,7 +133,7 @@ fn poll(evd: &Evd) -> DtoStatus {
             }
         }
         spins += 1;
-        if spins > 200 {
+        if spins > 32 {
             std::thread::yield_now();
         } else {
             std::hint::spin_loop();
@@ -250,10 +250,10 @@ fn echo_process(qual: u64) {
     loop {
         let Ok(e) = b.dto.dequeue() else {
             spins += 1;
-            if spins.is_multiple_of(256) {
-                if bc.dequeue().is_ok() {
-                    break; // disconnected
-                }
+            if spins.is_multiple_of(1024) && bc.dequeue().is_ok() {
+                break; // disconnected
+            }
+            if spins > 32 {
                 std::thread::yield_now();
             }
             continue;
