@@ -452,7 +452,10 @@ impl Transport for ShmIa {
         sh.stop.store(true, Ordering::Release);
         sh.poke();
         if let Some(t) = lock(&self.thread).take() {
-            let _ = t.join();
+            // Closed from an upcall on the provider thread itself: it stops on its own.
+            if t.thread().id() != std::thread::current().id() {
+                let _ = t.join();
+            }
         }
         let mut st = lock(&sh.state);
         let ids: Vec<u64> = st.conns.keys().copied().collect();
