@@ -21,8 +21,18 @@
 //!   detected at IA open and per connection, and reported as the provider-specific attribute
 //!   [`RDMA_MODE_ATTR`] (`"cma"` or `"copy"`).
 //! * **Peer death**: the kernel closes a dead process's socket; the survivor sees the hang-up
-//!   at once, takes in what the peer had already published, reports `Broken`, flushes, unmaps
-//!   the segment and sweeps the rendezvous directory.
+//!   at once, takes in the messages and responses the peer had already published (not its
+//!   RDMA requests), reports `Broken`, flushes, unmaps the segment and sweeps the rendezvous
+//!   directory.
+//! * **Flushed one-sided work**: when a connection is torn down locally while the peer may
+//!   still be copying into or out of our buffers by cross-memory attach, the memory of those
+//!   requests stays alive until the peer's end of the socket closes (bounded to one second at
+//!   IA close).
+//! * **Shared receive queues** are supported; an endpoint's queues are bounded by the IA's
+//!   `max_dto_per_ep` (`DAT_INSUFFICIENT_RESOURCES` beyond).
+//!
+//! Limitation: a process that forks keeps the child holding the connection's socket and
+//! mapping; the peer then only sees the hang-up once both have exited.
 //!
 //! # Parameters (`params` of the registry entry)
 //! | key | type | default | meaning |
