@@ -5,6 +5,7 @@
 //! | kind | from | fields | payload |
 //! |------|------|--------|---------|
 //! | `SEND` | requester | `total`, `offset` | message bytes |
+//! | `SEND_CMA` | requester | `total`, `c` iov count | requester's iovs (messages larger than a slot) |
 //! | `WRITE` | requester | `a` rkey, `b` address, `total`, `offset` | bytes (copy mode) |
 //! | `WRITE_CMA` | requester | `a`, `b`, `total`, `c` iov count | requester's iovs |
 //! | `READ` | requester | `a`, `b`, `total`, `c` iov count (0: copy mode) | iovs |
@@ -43,6 +44,7 @@ const READ: u32 = 4;
 const SEND_ACK: u32 = 5;
 const RDMA_ACK: u32 = 6;
 const READ_DATA: u32 = 7;
+const SEND_CMA: u32 = 8;
 
 /// Upcalls collected under the lock (inline: no allocation per message).
 pub type Ups = smallvec::SmallVec<[Up; 8]>;
@@ -204,7 +206,7 @@ impl DataPath {
             if let Some(u) = upcalls {
                 out.push(Up::Done(u.clone(), wr.completion(DtoStatus::Flushed, 0)));
             }
-            if self.cma_out && i < self.sent && !matches!(wr.op, PostOp::Send | PostOp::Recv) {
+            if self.cma_out && i < self.sent && wr.op != PostOp::Recv {
                 keep.push(std::mem::take(&mut wr.segs));
             }
         }
@@ -309,6 +311,40 @@ impl DataPath {
                 }
                 Ok(true)
             }
+            SEND_CMA => {
+                if self.rx_send.is_some() {
+                    return Err(Fatal);
+                }
+                let iovs = read_iovs(inc)?;
+                if !self.cma_in || iovs.iter().map(|i| i.len).sum::<u64>() != r.total {
+                    return Err(Fatal);
+                }
+                let Some(wr) = ep.recvs.pop_front() else {
+                    return Ok(false);
+                };
+                if r.total > wr.len() {
+                    out.push(Up::Done(
+                        ep.upcalls.clone(),
+                        wr.completion(DtoStatus::LocalLength, 0),
+                    ));
+                    self.ack(SEND_ACK, DtoStatus::RemoteResponder);
+                    return Err(Fatal);
+                }
+                let mut local = copy::iovs(&wr.segs);
+                truncate(&mut local, r.total);
+                let status = self.cma(local, &iovs, r.total, false);
+                let n = if status == DtoStatus::Success {
+                    r.total as u32
+                } else {
+                    0
+                };
+                out.push(Up::Done(ep.upcalls.clone(), wr.completion(status, n)));
+                self.ack(SEND_ACK, status);
+                if status != DtoStatus::Success {
+                    return Err(Fatal);
+                }
+                Ok(true)
+            }
             WRITE => {
                 if self.rx_write.is_none() {
                     if r.offset != 0 {
@@ -349,7 +385,14 @@ impl DataPath {
                 if !self.cma_in || iovs.iter().map(|i| i.len).sum::<u64>() != r.total {
                     return Err(Fatal);
                 }
-                let status = self.cma(&seg, &iovs, r.kind == READ);
+                let Some((p, len)) = copy::target(&seg) else {
+                    return Err(Fatal);
+                };
+                let local = vec![RemoteIov {
+                    addr: p as u64,
+                    len: len as u64,
+                }];
+                let status = self.cma(local, &iovs, r.total, r.kind == READ);
                 self.ack(RDMA_ACK, status);
                 if status != DtoStatus::Success {
                     return Err(Fatal);
@@ -359,7 +402,10 @@ impl DataPath {
             SEND_ACK | RDMA_ACK => {
                 let status = DtoStatus::from_raw(r.a as u32).unwrap_or(DtoStatus::BadResponse);
                 let want_send = r.kind == SEND_ACK;
-                let ok_front = self.sent > 0
+                // A refusal may come back for a message still being transmitted (the target
+                // checks the first fragment): its remaining fragments are abandoned.
+                let partial = self.sent == 0 && self.tx_pos > 0 && status != DtoStatus::Success;
+                let ok_front = (self.sent > 0 || partial)
                     && self.reqs.front().is_some_and(|w| {
                         (w.op == PostOp::Send) == want_send && !matches!(w.op, PostOp::Recv)
                     });
@@ -369,7 +415,11 @@ impl DataPath {
                 let Some(wr) = self.reqs.pop_front() else {
                     return Err(Fatal);
                 };
-                self.sent -= 1;
+                if partial {
+                    self.tx_pos = 0;
+                } else {
+                    self.sent -= 1;
+                }
                 let n = if status == DtoStatus::Success {
                     wr.len() as u32
                 } else {
@@ -431,21 +481,27 @@ impl DataPath {
         })
     }
 
-    /// The single copy of a cross-memory RDMA, done by the target.
-    fn cma(&self, seg: &Segment, iovs: &[RemoteIov], read: bool) -> DtoStatus {
-        let Some((p, len)) = copy::target(seg) else {
-            return DtoStatus::RemoteAccess;
-        };
-        let mut done = 0usize;
-        let mut rest: Vec<RemoteIov> = iovs.to_vec();
-        while done < len {
-            // SAFETY: `p+done..p+len` lies in the checked target region, which the segment
-            // keeps alive; the kernel checks the peer's ranges.
+    /// The single copy of a cross-memory transfer, done by the target: `total` bytes between
+    /// `local` (ranges of this process: a checked target region or a posted receive) and the
+    /// peer's `remote` ranges, into the peer's memory when `into_peer`.
+    fn cma(
+        &self,
+        mut local: Vec<RemoteIov>,
+        remote: &[RemoteIov],
+        total: u64,
+        into_peer: bool,
+    ) -> DtoStatus {
+        let mut rest = remote.to_vec();
+        let mut done = 0u64;
+        while done < total {
+            // SAFETY: every local range lies in registered memory that this request keeps
+            // alive (the checked target segment, or the receive's segments) and that no Rust
+            // reference borrows; the kernel checks the peer's ranges.
             let r = unsafe {
-                if read {
-                    sys::cma_write(self.peer_pid, p.add(done), len - done, &rest)
+                if into_peer {
+                    sys::cma_writev(self.peer_pid, &local, &rest)
                 } else {
-                    sys::cma_read(self.peer_pid, p.add(done), len - done, &rest)
+                    sys::cma_readv(self.peer_pid, &local, &rest)
                 }
             };
             match r {
@@ -454,7 +510,8 @@ impl DataPath {
                     return DtoStatus::Transport;
                 }
                 Ok(n) => {
-                    done += n;
+                    done += n as u64;
+                    advance(&mut local, n as u64);
                     advance(&mut rest, n as u64);
                 }
             }
@@ -529,27 +586,31 @@ impl DataPath {
     }
 
     fn push_reqs(&mut self, any: &mut bool) -> bool {
+        let cap = self.tx.payload_cap();
         while let Some(wr) = self.reqs.get(self.sent) {
             let total = wr.len();
-            let (kind, a, b) = match wr.op {
-                PostOp::Send => (SEND, 0, 0),
-                PostOp::RdmaWrite(r) if self.cma_out => {
-                    (WRITE_CMA, r.rmr_context, r.virtual_address)
-                }
-                PostOp::RdmaWrite(r) => (WRITE, r.rmr_context, r.virtual_address),
-                PostOp::RdmaRead(r) => (READ, r.rmr_context, r.virtual_address),
-                PostOp::Recv => {
+            // Addresses for the peer's cross-memory attach, when it may and they fit a slot
+            // (else the bytes travel through the ring).
+            let iovs = match wr.op {
+                PostOp::Send if total <= cap as u64 => None,
+                PostOp::Recv => None,
+                _ if self.cma_out => Some(copy::iovs(&wr.segs)).filter(|v| v.len() * 16 <= cap),
+                _ => None,
+            };
+            let (kind, a, b) = match (wr.op, &iovs) {
+                (PostOp::Send, None) => (SEND, 0, 0),
+                (PostOp::Send, Some(_)) => (SEND_CMA, 0, 0),
+                (PostOp::RdmaWrite(r), Some(_)) => (WRITE_CMA, r.rmr_context, r.virtual_address),
+                (PostOp::RdmaWrite(r), None) => (WRITE, r.rmr_context, r.virtual_address),
+                (PostOp::RdmaRead(r), _) => (READ, r.rmr_context, r.virtual_address),
+                (PostOp::Recv, _) => {
                     self.sent += 1;
                     continue;
                 }
             };
             let a = u64::from(a);
-            if kind == WRITE_CMA || kind == READ {
-                let iovs = if self.cma_out {
-                    copy::iovs(&wr.segs)
-                } else {
-                    Vec::new()
-                };
+            if kind == WRITE_CMA || kind == READ || kind == SEND_CMA {
+                let iovs = iovs.unwrap_or_default();
                 let rec = Rec {
                     kind,
                     total,
@@ -584,7 +645,7 @@ impl DataPath {
                         return false;
                     }
                     *any = true;
-                    self.tx_pos = (at + self.tx.payload_cap() as u64).min(total);
+                    self.tx_pos = (at + cap as u64).min(total);
                     if self.tx_pos == total {
                         break;
                     }
@@ -627,6 +688,20 @@ fn read_iovs(inc: Incoming) -> Result<Vec<RemoteIov>, Fatal> {
         });
     }
     Ok(v)
+}
+
+/// Keeps the first `n` bytes of an iov list.
+fn truncate(iovs: &mut Vec<RemoteIov>, mut n: u64) {
+    let mut keep = 0;
+    for v in iovs.iter_mut() {
+        if n == 0 {
+            break;
+        }
+        v.len = v.len.min(n);
+        n -= v.len;
+        keep += 1;
+    }
+    iovs.truncate(keep);
 }
 
 /// Drops the first `n` bytes of an iov list.

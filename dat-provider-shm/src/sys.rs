@@ -403,9 +403,8 @@ pub struct RemoteIov {
     pub len: u64,
 }
 
-fn remote_iovs(remote: &[RemoteIov]) -> Vec<libc::iovec> {
-    remote
-        .iter()
+fn iovecs(v: &[RemoteIov]) -> Vec<libc::iovec> {
+    v.iter()
         .map(|r| libc::iovec {
             iov_base: r.addr as usize as *mut libc::c_void,
             iov_len: r.len as usize,
@@ -413,49 +412,56 @@ fn remote_iovs(remote: &[RemoteIov]) -> Vec<libc::iovec> {
         .collect()
 }
 
-/// Copies from `remote` (in process `pid`) into `local..local+len` of this process. The kernel
-/// checks both ranges and the permission; returns the bytes copied.
+/// Copies from `remote` (in process `pid`) into the `local` ranges of this process, in order.
+/// The kernel checks the remote ranges and the permission; returns the bytes copied (at most
+/// 1024 ranges per side are used per call).
 ///
 /// # Safety
-/// `local..local+len` must be valid for writes and not borrowed by any Rust reference.
-pub unsafe fn cma_read(
-    pid: i32,
-    local: *mut u8,
-    len: usize,
-    remote: &[RemoteIov],
-) -> io::Result<usize> {
-    let liov = libc::iovec {
-        iov_base: local.cast(),
-        iov_len: len,
+/// Every `local` range must be valid for writes and not borrowed by any Rust reference.
+pub unsafe fn cma_readv(pid: i32, local: &[RemoteIov], remote: &[RemoteIov]) -> io::Result<usize> {
+    let (l, r) = (
+        iovecs(&local[..local.len().min(1024)]),
+        iovecs(&remote[..remote.len().min(1024)]),
+    );
+    // SAFETY: the local ranges are valid for writes (caller's contract); the kernel checks
+    // the remote ranges against the target's address space.
+    let n = unsafe {
+        libc::process_vm_readv(
+            pid,
+            l.as_ptr(),
+            l.len() as u64,
+            r.as_ptr(),
+            r.len() as u64,
+            0,
+        )
     };
-    let riov = remote_iovs(remote);
-    // SAFETY: the local range is valid for writes (caller's contract); the remote ranges are
-    // checked by the kernel against the target's address space.
-    let n = unsafe { libc::process_vm_readv(pid, &liov, 1, riov.as_ptr(), riov.len() as u64, 0) };
     if n < 0 {
         return Err(io::Error::last_os_error());
     }
     Ok(n as usize)
 }
 
-/// Copies `local..local+len` of this process into `remote` (in process `pid`).
+/// Copies the `local` ranges of this process into `remote` (in process `pid`), in order.
 ///
 /// # Safety
-/// `local..local+len` must be valid for reads.
-pub unsafe fn cma_write(
-    pid: i32,
-    local: *const u8,
-    len: usize,
-    remote: &[RemoteIov],
-) -> io::Result<usize> {
-    let liov = libc::iovec {
-        iov_base: local.cast_mut().cast(),
-        iov_len: len,
+/// Every `local` range must be valid for reads.
+pub unsafe fn cma_writev(pid: i32, local: &[RemoteIov], remote: &[RemoteIov]) -> io::Result<usize> {
+    let (l, r) = (
+        iovecs(&local[..local.len().min(1024)]),
+        iovecs(&remote[..remote.len().min(1024)]),
+    );
+    // SAFETY: the local ranges are valid for reads (caller's contract); the kernel checks
+    // the remote ranges against the target's address space.
+    let n = unsafe {
+        libc::process_vm_writev(
+            pid,
+            l.as_ptr(),
+            l.len() as u64,
+            r.as_ptr(),
+            r.len() as u64,
+            0,
+        )
     };
-    let riov = remote_iovs(remote);
-    // SAFETY: the local range is valid for reads (caller's contract); the kernel checks the
-    // remote ranges against the target's address space.
-    let n = unsafe { libc::process_vm_writev(pid, &liov, 1, riov.as_ptr(), riov.len() as u64, 0) };
     if n < 0 {
         return Err(io::Error::last_os_error());
     }
@@ -471,8 +477,12 @@ pub fn cma_self_probe() -> bool {
         addr: (&raw const src) as u64,
         len: 8,
     }];
+    let local = [RemoteIov {
+        addr: (&raw mut dst) as u64,
+        len: 8,
+    }];
     // SAFETY: `dst` is a valid 8-byte local, not borrowed during the call.
-    let r = unsafe { cma_read(pid(), (&raw mut dst).cast(), 8, &remote) };
+    let r = unsafe { cma_readv(pid(), &local, &remote) };
     matches!(r, Ok(8)) && dst == src
 }
 
@@ -481,7 +491,11 @@ pub fn cma_self_probe() -> bool {
 pub fn cma_probe(pid: i32, addr: u64, expect: u64) -> bool {
     let mut v: u64 = 0;
     let remote = [RemoteIov { addr, len: 8 }];
+    let local = [RemoteIov {
+        addr: (&raw mut v) as u64,
+        len: 8,
+    }];
     // SAFETY: `v` is a valid 8-byte local, not borrowed during the call.
-    let r = unsafe { cma_read(pid, (&raw mut v).cast(), 8, &remote) };
+    let r = unsafe { cma_readv(pid, &local, &remote) };
     matches!(r, Ok(8)) && v == expect
 }

@@ -130,8 +130,23 @@ fn no_listener_reject_and_timeout() {
 
 #[test]
 fn sends_wait_for_receives_large_messages_fragment_and_short_receives_fail() {
-    let dir = scratch("flow");
-    let reg = registry(&dir, ", ring_slots = 4, slot_size = 1024");
+    flow("copy", 11);
+    flow("copy", 5000);
+}
+
+#[test]
+fn large_sends_by_cross_memory_attach_wait_for_receives_and_short_receives_fail() {
+    flow("auto", 11);
+    flow("auto", 5000);
+}
+
+/// `short`: length of the message sent into a 10-byte receive at the end.
+fn flow(mode: &str, short: u32) {
+    let dir = scratch(&format!("flow-{mode}-{short}"));
+    let reg = registry(
+        &dir,
+        &format!(", ring_slots = 4, slot_size = 1024, rdma = \"{mode}\""),
+    );
     let (a, b) = (Side::new(&reg), Side::new(&reg));
     let _sp = connect_pair(&a, &b, 4200);
 
@@ -161,7 +176,7 @@ fn sends_wait_for_receives_large_messages_fragment_and_short_receives_fail() {
     // A receive too short for the message: LOCAL_LENGTH, and the connection breaks.
     b.ep.post_recv(&[b.lmr.triplet(0, 10)], Cookie(3), none())
         .unwrap();
-    a.ep.post_send(&[a.lmr.triplet(0, 11)], Cookie(4), none())
+    a.ep.post_send(&[a.lmr.triplet(0, short)], Cookie(4), none())
         .unwrap();
     let r = dto(&b.dto);
     assert_eq!((r.cookie, r.status), (Cookie(3), DtoStatus::LocalLength));
@@ -238,9 +253,10 @@ fn rdma_round(mode: &str, expect: &str) {
     assert_eq!(dto(&a.dto).status, DtoStatus::Success);
 
     // Past the end of the region: REMOTE_ACCESS, and both sides break.
-    let mut bad = b.lmr.rmr_triplet(0, 16);
+    // 400 KB: more than the ring holds in copy mode, refused at its first fragment.
+    let mut bad = b.lmr.rmr_triplet(0, 400_000);
     bad.virtual_address += (1 << 20) - 8;
-    a.ep.post_rdma_write(&[a.lmr.triplet(0, 16)], Cookie(4), bad, none())
+    a.ep.post_rdma_write(&[a.lmr.triplet(0, 400_000)], Cookie(4), bad, none())
         .unwrap();
     a.ep.post_send(&[a.lmr.triplet(0, 1)], Cookie(5), none())
         .unwrap();
