@@ -116,3 +116,46 @@ fn provider_created_endpoint_and_dup_connect() {
     assert!(entries(&dir).is_empty());
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn stale_entries_of_a_crashed_listener_are_removed_at_open() {
+    use std::os::unix::net::UnixListener;
+    let dir = scratch("stale");
+    std::fs::create_dir_all(&dir).unwrap();
+    // A listener that "crashed": its socket file stays, nobody listens any more.
+    drop(UnixListener::bind(dir.join("4242")).unwrap());
+    std::fs::write(dir.join("not-ours"), b"").unwrap();
+    assert_eq!(
+        entries(&dir),
+        vec!["4242".to_owned(), "not-ours".to_owned()]
+    );
+    let reg = registry(&dir, "");
+    let a = Side::new(&reg);
+    assert_eq!(
+        entries(&dir),
+        vec!["not-ours".to_owned()],
+        "only our dead entry goes"
+    );
+    // Its qualifier is free again.
+    let (_sp, _evd) = listen(&a.ia, 4242);
+    a.ia.close(CloseFlags::Abrupt).unwrap();
+    assert_eq!(entries(&dir), vec!["not-ours".to_owned()]);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn bad_parameters_name_the_key() {
+    let dir = scratch("params");
+    for (extra, key) in [
+        (", ring_slots = 3", "ring_slots"),
+        (", slot_size = 100", "slot_size"),
+        (", rdma = \"fast\"", "rdma"),
+        (", colour = 1", "colour"),
+    ] {
+        let reg = registry(&dir, extra);
+        let e = reg.open_ia(Some("shm0"), 16).unwrap_err();
+        assert_eq!(e.code().kind(), dat::ErrorType::InvalidParameter, "{extra}");
+        assert!(e.message().contains(key), "{}", e.message());
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
