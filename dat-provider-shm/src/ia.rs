@@ -502,9 +502,18 @@ impl Shared {
             return false;
         };
         match (&c.phase, p) {
-            (Phase::Greeting { sp, .. }, Some(Packet::Request { probe, pdata, .. })) => {
+            (
+                Phase::Greeting { sp, .. },
+                Some(Packet::Request {
+                    probe,
+                    pdata,
+                    slots,
+                    slot_size,
+                    ..
+                }),
+            ) => {
                 let sp = *sp;
-                let Some(d) = self.adopt(id, c, fds) else {
+                let Some(d) = self.adopt(id, c, fds, slots, slot_size) else {
                     self.teardown(st, id, None, false, out);
                     return false;
                 };
@@ -592,11 +601,26 @@ impl Shared {
     }
 
     /// Acceptor: maps the requester's segment and takes its eventfds.
-    fn adopt(&self, id: u64, c: &Conn, fds: Vec<OwnedFd>) -> Option<DataPath> {
+    /// Only a size-sealed memory file is mapped (the requester cannot shrink it under us),
+    /// and only as much of it as the request's geometry needs.
+    fn adopt(
+        &self,
+        id: u64,
+        c: &Conn,
+        fds: Vec<OwnedFd>,
+        slots: u32,
+        slot_size: u32,
+    ) -> Option<DataPath> {
         let [memfd, acc_efd, req_efd]: [OwnedFd; 3] = fds.try_into().ok()?;
         let (pid, _) = sys::peer_cred(c.sock.as_fd()).ok()?;
-        let size = usize::try_from(sys::file_size(memfd.as_fd()).ok()?).ok()?;
-        let seg = Segment::adopt(Mapping::new(memfd.as_fd(), size).ok()?)?;
+        if !sys::size_sealed(memfd.as_fd()) || !ring::valid_geometry(slots, slot_size) {
+            return None;
+        }
+        let len = ring::segment_len(slots, slot_size);
+        let seg = Segment::adopt(Mapping::new(memfd.as_fd(), len).ok()?)?;
+        if seg.slots() != slots || seg.payload_cap() + ring::REC_HDR != slot_size as usize {
+            return None;
+        }
         let (tx, rx) = ring::ends(&seg, false);
         self.epoll.add(acc_efd.as_fd(), TOK_EFD | id).ok()?;
         Some(DataPath::new(tx, rx, acc_efd, req_efd, pid))

@@ -40,6 +40,15 @@ pub fn segment_len(slots: u32, slot_size: u32) -> usize {
     SLOTS_AT + 2 * slots as usize * slot_size as usize
 }
 
+/// True for a ring geometry this provider accepts: a power-of-two slot count in 2..=65536,
+/// slots of 256 bytes to 1 MiB in multiples of 64.
+pub fn valid_geometry(slots: u32, slot_size: u32) -> bool {
+    slots.is_power_of_two()
+        && (2..=1 << 16).contains(&slots)
+        && (256..=1 << 20).contains(&slot_size)
+        && slot_size.is_multiple_of(64)
+}
+
 /// The header of one record (one slot). Field meaning depends on `kind` (see `conn`).
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -111,12 +120,7 @@ impl Segment {
     }
 
     fn check(map: Mapping, slots: u32, slot_size: u32) -> Option<Segment> {
-        let ok = slots.is_power_of_two()
-            && (2..=1 << 16).contains(&slots)
-            && slot_size >= 256
-            && slot_size.is_multiple_of(64)
-            && slot_size <= 1 << 20
-            && map.len() >= segment_len(slots, slot_size);
+        let ok = valid_geometry(slots, slot_size) && map.len() >= segment_len(slots, slot_size);
         ok.then_some(Segment {
             map,
             slots,
@@ -388,6 +392,17 @@ mod tests {
         assert!(tx.consumer_needs_wake());
         assert!(!tx.consumer_needs_wake());
         assert!(rx.arm(), "a record is pending");
+    }
+
+    #[test]
+    fn segments_are_size_sealed() {
+        use std::os::fd::AsRawFd;
+        let fd = sys::memfd(segment_len(4, 256)).unwrap();
+        assert!(sys::size_sealed(fd.as_fd()));
+        // SAFETY: plain system call on a descriptor we own.
+        let r = unsafe { libc::ftruncate(fd.as_raw_fd(), 0) };
+        assert_eq!(r, -1, "a sealed segment cannot be shrunk under its peer");
+        assert!(!valid_geometry(3, 256) && !valid_geometry(4, 100) && valid_geometry(4, 256));
     }
 
     #[test]

@@ -27,15 +27,31 @@ fn owned(r: libc::c_int) -> io::Result<OwnedFd> {
     Ok(unsafe { OwnedFd::from_raw_fd(fd) })
 }
 
-/// Creates an anonymous memory file of `len` bytes (`memfd_create` + `ftruncate`).
+/// Seals a segment carries: its size can never change again, so a peer cannot make our
+/// mapping short (which would raise SIGBUS on access).
+const SIZE_SEALS: libc::c_int = libc::F_SEAL_SHRINK | libc::F_SEAL_GROW | libc::F_SEAL_SEAL;
+
+/// Creates an anonymous memory file of `len` bytes (`memfd_create` + `ftruncate`) and seals
+/// its size.
 pub fn memfd(len: usize) -> io::Result<OwnedFd> {
     let name = c"datrs-shm";
     // SAFETY: `name` is a valid NUL-terminated string; the flags are valid.
-    let fd = owned(unsafe { libc::memfd_create(name.as_ptr(), libc::MFD_CLOEXEC) })?;
+    let fd = owned(unsafe {
+        libc::memfd_create(name.as_ptr(), libc::MFD_CLOEXEC | libc::MFD_ALLOW_SEALING)
+    })?;
     let len = libc::off_t::try_from(len).map_err(|_| io::Error::from_raw_os_error(libc::EFBIG))?;
     // SAFETY: `fd` is a valid memfd we own.
     cvt(unsafe { libc::ftruncate(fd.as_raw_fd(), len) })?;
+    // SAFETY: `fd` is a valid memfd created with sealing allowed.
+    cvt(unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_ADD_SEALS, SIZE_SEALS) })?;
     Ok(fd)
+}
+
+/// True if the size of the memory file behind `fd` can no longer shrink (sealed).
+pub fn size_sealed(fd: BorrowedFd<'_>) -> bool {
+    // SAFETY: plain system call on a descriptor we hold; fails harmlessly on other files.
+    let seals = unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_GET_SEALS) };
+    seals >= 0 && seals & libc::F_SEAL_SHRINK != 0
 }
 
 /// Size of the file behind `fd`.
