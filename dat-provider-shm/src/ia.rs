@@ -613,7 +613,11 @@ impl Shared {
     ) -> Option<DataPath> {
         let [memfd, acc_efd, req_efd]: [OwnedFd; 3] = fds.try_into().ok()?;
         let (pid, _) = sys::peer_cred(c.sock.as_fd()).ok()?;
-        if !sys::size_sealed(memfd.as_fd()) || !ring::valid_geometry(slots, slot_size) {
+        if !sys::size_sealed(memfd.as_fd())
+            || !ring::valid_geometry(slots, slot_size)
+            || !sys::is_anon_inode(acc_efd.as_fd())
+            || !sys::is_anon_inode(req_efd.as_fd())
+        {
             return None;
         }
         let len = ring::segment_len(slots, slot_size);

@@ -403,6 +403,8 @@ mod tests {
         let r = unsafe { libc::ftruncate(fd.as_raw_fd(), 0) };
         assert_eq!(r, -1, "a sealed segment cannot be shrunk under its peer");
         assert!(!valid_geometry(3, 256) && !valid_geometry(4, 100) && valid_geometry(4, 256));
+        assert!(sys::is_anon_inode(sys::eventfd().unwrap().as_fd()));
+        assert!(!sys::is_anon_inode(fd.as_fd()), "a memfd is not an eventfd");
     }
 
     #[test]

@@ -131,6 +131,16 @@ pub fn eventfd() -> io::Result<OwnedFd> {
     owned(unsafe { libc::eventfd(0, libc::EFD_NONBLOCK | libc::EFD_CLOEXEC) })
 }
 
+/// True if `fd` is an anonymous-inode descriptor (what an eventfd is): writing 8 bytes to it
+/// can never raise a signal, unlike a pipe whose reader is gone.
+pub fn is_anon_inode(fd: BorrowedFd<'_>) -> bool {
+    // SAFETY: `stat` is plain old data; all-zero is a valid value.
+    let mut st: libc::stat = unsafe { std::mem::zeroed() };
+    // SAFETY: `fd` is a valid descriptor and `st` a valid out-pointer.
+    let r = unsafe { libc::fstat(fd.as_raw_fd(), &mut st) };
+    r == 0 && st.st_mode & libc::S_IFMT == 0
+}
+
 /// Adds one to an eventfd (wakes whoever waits on it). Errors (a full counter) are harmless.
 pub fn signal(fd: BorrowedFd<'_>) {
     let one: u64 = 1;
