@@ -6,6 +6,9 @@ use common::*;
 use dat::EventData;
 use dat::types::{CloseFlags, CompletionFlags, Cookie, DtoOp, DtoStatus, EventNumber};
 
+/// The tests count this process's shared segments: they run one at a time.
+static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
 fn none() -> CompletionFlags {
     CompletionFlags::empty()
 }
@@ -34,16 +37,35 @@ fn stream(dir: &std::path::Path, qual: u64) {
     }
 }
 
+/// The peer as requester: connects and streams messages until it is killed (bounded).
+fn client(dir: &std::path::Path, qual: u64) {
+    let reg = registry(dir, "");
+    let s = Side::new(&reg);
+    connect_to_peer(&s, qual, b"");
+    for i in 0..100_000u64 {
+        s.ep.post_send(&[s.lmr.triplet(0, 20_000)], Cookie(i), none())
+            .unwrap();
+        if dto(&s.dto).status != DtoStatus::Success {
+            return;
+        }
+    }
+}
+
 #[test]
 fn peer_entry() {
-    if let Some((role, dir, qual)) = peer_args() {
-        assert_eq!(role, "stream");
-        stream(&dir, qual);
+    match peer_args() {
+        Some((role, dir, qual)) if role == "stream" => stream(&dir, qual),
+        Some((role, dir, qual)) if role == "client" => client(&dir, qual),
+        Some((role, ..)) => panic!("unknown role {role}"),
+        None => {}
     }
 }
 
 #[test]
 fn killed_peer_breaks_the_connection_flushes_unmaps_and_leaves_no_files() {
+    let _serial = SERIAL
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
     let dir = scratch("kill");
     let reg = registry(&dir, "");
     let s = Side::new(&reg);
@@ -97,5 +119,54 @@ fn killed_peer_breaks_the_connection_flushes_unmaps_and_leaves_no_files() {
     }
     assert!(entries(&dir).is_empty(), "{:?}", entries(&dir));
     s.ia.close(CloseFlags::Abrupt).unwrap();
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn killed_requester_breaks_the_listeners_connection_and_the_listener_lives_on() {
+    let _serial = SERIAL
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    let dir = scratch("kill-client");
+    let reg = registry(&dir, "");
+    let s = Side::new(&reg);
+    let (sp, cr_evd) = listen(&s.ia, 6100);
+    let mut peer = Peer::spawn("peer_entry", "client", &dir, 6100);
+    const RECVS: u64 = 32;
+    for i in 0..RECVS {
+        s.ep.post_recv(&[s.lmr.triplet(i * 32_768, 32_768)], Cookie(i), none())
+            .unwrap();
+    }
+    let (cr, _) = request(&s.ia, &cr_evd);
+    cr.accept(Some(&s.ep), b"").unwrap();
+    assert_eq!(cm(&s.conn).0, EventNumber::Established);
+    let first = dto(&s.dto);
+    assert_eq!(
+        (first.cookie, first.status),
+        (Cookie(0), DtoStatus::Success)
+    );
+    peer.0.kill().unwrap();
+    assert_eq!(cm(&s.conn).0, EventNumber::Broken);
+    let mut seen = 1;
+    while seen < RECVS {
+        let c = dto(&s.dto);
+        assert_eq!(c.cookie, Cookie(seen));
+        assert!(matches!(c.status, DtoStatus::Success | DtoStatus::Flushed));
+        seen += 1;
+    }
+    assert_eq!(mapped_segments(), 0);
+    peer.join();
+    // The survivor's own listener stays, and still takes connections.
+    assert_eq!(entries(&dir), vec!["6100".to_owned()]);
+    let other = Side::new(&reg);
+    other.connect(6100, b"again", WAIT);
+    let (cr, pd) = request(&s.ia, &cr_evd);
+    assert_eq!(pd, b"again");
+    cr.reject(b"").unwrap();
+    assert_eq!(cm(&other.conn).0, EventNumber::PeerRejected);
+    sp.free().unwrap();
+    s.ia.close(CloseFlags::Abrupt).unwrap();
+    other.ia.close(CloseFlags::Abrupt).unwrap();
+    assert!(entries(&dir).is_empty());
     let _ = std::fs::remove_dir_all(&dir);
 }
