@@ -186,7 +186,7 @@ impl ShmIa {
     /// Opens an IA: prepares the rendezvous directory, sweeps stale entries, starts the
     /// provider thread.
     pub(crate) fn open(name: &str, params: Params, mem: SharedMemTable) -> std::io::Result<ShmIa> {
-        rendezvous::prepare(&params.dir)?;
+        rendezvous::prepare(&params.dir, !params.allow_other_users)?;
         rendezvous::sweep(&params.dir);
         let epoll = Epoll::new()?;
         let wake = sys::eventfd()?;

@@ -41,7 +41,7 @@
 //! | `ring_slots` | integer | 64 | slots per ring direction (power of two, 2..=65536) |
 //! | `slot_size` | integer | 8192 | bytes per slot incl. a 64-byte header (multiple of 64, 256..=1 MiB) |
 //! | `rdma` | `"auto"` / `"copy"` | `"auto"` | allow cross-memory attach, or always copy through the ring |
-//! | `allow_other_users` | bool | false | accept requesters of other user ids |
+//! | `allow_other_users` | bool | false | accept requesters of other user ids (then `dir` is used as set up by the administrator, not forced to 0700; cross-memory attach across users needs `CAP_SYS_PTRACE`, else the ring copy is used) |
 //!
 //! Qualifiers are host-wide (like TCP ports): an IA address is always `127.0.0.1:0`, and any
 //! loopback address reaches every shm IA of the user.

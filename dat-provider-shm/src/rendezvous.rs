@@ -2,7 +2,9 @@
 //! qualifier, no daemon.
 //!
 //! * Directory: `params.dir`, else `$XDG_RUNTIME_DIR/datrs-shm`, else `/tmp/datrs-shm-<uid>`;
-//!   created with mode 0700 and refused unless it belongs to us and nobody else may enter it.
+//!   created with mode 0700, refused unless it belongs to us, and made private if it is not
+//!   (unless `allow_other_users`, where a shared directory is taken as the administrator set
+//!   it up).
 //! * Entry: `<dir>/<qual>` (decimal qualifier). A listener binds a private name
 //!   `<dir>/.<qual>.<pid>.<n>`, listens, then claims the qualifier with `link(2)`, which fails
 //!   if the name exists: there is never a window in which a half-made socket is visible.
@@ -30,8 +32,10 @@ pub fn default_dir() -> PathBuf {
     }
 }
 
-/// Creates `dir` (mode 0700) if needed and checks it is ours and private.
-pub fn prepare(dir: &Path) -> io::Result<()> {
+/// Creates `dir` (mode 0700) if needed. A `private` directory must be ours and is made
+/// private (0700) if it is not; a shared one (`allow_other_users`: the administrator sets its
+/// owner and permissions so that the users concerned can reach it) is taken as it is.
+pub fn prepare(dir: &Path, private: bool) -> io::Result<()> {
     match std::fs::DirBuilder::new()
         .recursive(true)
         .mode(0o700)
@@ -42,7 +46,16 @@ pub fn prepare(dir: &Path) -> io::Result<()> {
         Err(e) => return Err(e),
     }
     let md = std::fs::symlink_metadata(dir)?;
-    if !md.is_dir() || md.uid() != sys::uid() {
+    if !md.is_dir() {
+        return Err(io::Error::new(
+            io::ErrorKind::PermissionDenied,
+            "not a directory",
+        ));
+    }
+    if !private {
+        return Ok(());
+    }
+    if md.uid() != sys::uid() {
         return Err(io::Error::new(
             io::ErrorKind::PermissionDenied,
             "not a directory owned by this user",
@@ -174,7 +187,7 @@ mod tests {
     pub(crate) fn scratch(tag: &str) -> PathBuf {
         let d = std::env::temp_dir().join(format!("datrs-shm-test-{tag}-{}", sys::pid()));
         let _ = std::fs::remove_dir_all(&d);
-        prepare(&d).unwrap();
+        prepare(&d, true).unwrap();
         d
     }
 
