@@ -66,6 +66,8 @@ fn builtin_providers() -> Vec<Arc<dyn Provider>> {
     let mut v: Vec<Arc<dyn Provider>> = Vec::new();
     #[cfg(feature = "tcp")]
     v.push(Arc::new(dat_provider_tcp::TcpProvider::new()));
+    #[cfg(feature = "shm")]
+    v.push(Arc::new(dat_provider_shm::ShmProvider::new()));
     v
 }
 

@@ -1,0 +1,737 @@
+//! One open shm IA: the [`Transport`] implementation, its state, and the provider thread that
+//! serves connection management and target-side RDMA while the application sleeps.
+//!
+//! Locking: one state mutex per IA, and a delivery mutex taken before it by every call that
+//! may produce upcalls. Upcalls are collected while the state is held and made after it is
+//! released but before the delivery mutex is, so completions of one endpoint reach the core
+//! in the order they were produced even when the application thread (in
+//! [`Transport::progress`]) and the provider thread both move data. An upcall that calls back
+//! into the transport (the facade rejects requests from inside one) takes only the state
+//! and runs its own upcalls inline.
+
+use std::cell::Cell;
+use std::collections::{HashMap, VecDeque};
+use std::os::fd::{AsFd, OwnedFd};
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use dat_core::defaults::{software_ia_attr, software_provider_attr};
+use dat_core::error::{DatError, DatResult, ErrorType, Subtype};
+use dat_core::mem::SegList;
+use dat_core::provider::{
+    CmFact, ConnRequest, EpConfig, EpUpcalls, PostOp, SharedMemTable, SpUpcalls, SrqConfig,
+    Transport, WorkRequest,
+};
+use dat_core::types::{
+    CloseFlags, ConnQual, CrId, DtoStatus, EpId, IaAddress, IaAttr, LOOPBACK_ADDRESS, NamedAttr,
+    ProviderAttr, SpId, SrqId, Timeout,
+};
+
+use crate::conn::{DataPath, EpView, Up, Ups};
+use crate::rendezvous::{self, ListenError, Listener};
+use crate::ring::{self, Segment};
+use crate::sys::{self, Epoll, Mapping};
+use crate::wire::{self, Packet};
+
+mod transport;
+
+/// Validated parameters of an IA.
+#[derive(Clone, Debug)]
+pub struct Params {
+    /// Rendezvous directory.
+    pub dir: PathBuf,
+    /// Slots per ring.
+    pub slots: u32,
+    /// Bytes per slot.
+    pub slot_size: u32,
+    /// Cross-memory attach allowed (`rdma = "auto"`), or copy through the ring only.
+    pub cma: bool,
+    /// Accept peers of other user ids.
+    pub allow_other_users: bool,
+}
+
+const TOK_WAKE: u64 = 0;
+const TOK_LISTEN: u64 = 1 << 40;
+const TOK_SOCK: u64 = 2 << 40;
+const TOK_EFD: u64 = 3 << 40;
+const TOK_MASK: u64 = (1 << 40) - 1;
+/// How long an accepted socket may take to send its request.
+const GREETING: Duration = Duration::from_secs(5);
+/// The application polled within this window: the provider thread does not ask peers to
+/// wake it (no system call per message while the application spins).
+const APP_ACTIVE: Duration = Duration::from_millis(2);
+/// How long the provider thread keeps polling after it served work, before it sleeps.
+const PROVIDER_SPIN: Duration = Duration::from_micros(50);
+
+thread_local! {
+    static DELIVERING: Cell<bool> = const { Cell::new(false) };
+}
+
+enum Phase {
+    /// Requester: request sent, waiting for accept or reject.
+    Requesting { deadline: Option<Instant> },
+    /// Acceptor: socket accepted, request not read yet.
+    Greeting { sp: SpId, deadline: Instant },
+    /// Acceptor: request delivered to the consumer.
+    Pending { cr: CrId },
+    /// Acceptor: accept sent, waiting for the requester's ready.
+    Accepting,
+    /// Data flows.
+    Connected,
+}
+
+struct Conn {
+    sock: OwnedFd,
+    phase: Phase,
+    ep: Option<EpId>,
+    data: Option<DataPath>,
+    peer_probe: u64,
+    /// The peer closed or hung up: it no longer touches our memory.
+    peer_gone: bool,
+}
+
+/// A connection torn down locally while the peer may still be copying (cross-memory attach)
+/// into or out of the memory of flushed RDMA requests: that memory stays alive until the
+/// peer's end of the socket closes.
+struct Linger {
+    sock: OwnedFd,
+    _segs: Vec<SegList>,
+}
+
+struct ShmEp {
+    upcalls: Arc<dyn EpUpcalls>,
+    cfg: EpConfig,
+    recvs: VecDeque<WorkRequest>,
+    conn: Option<u64>,
+}
+
+struct Sp {
+    listener: Listener,
+    upcalls: Arc<dyn SpUpcalls>,
+}
+
+#[derive(Default)]
+struct State {
+    eps: HashMap<EpId, ShmEp>,
+    sps: HashMap<SpId, Sp>,
+    srqs: HashMap<SrqId, VecDeque<WorkRequest>>,
+    conns: HashMap<u64, Conn>,
+    crs: HashMap<CrId, u64>,
+    deferred: Vec<(EpId, CmFact)>,
+    /// Connections to tear down from the provider thread, with the fact to report.
+    doomed: Vec<(u64, CmFact)>,
+    lingers: HashMap<u64, Linger>,
+    /// Sweeps of the rendezvous directory still due after a peer died (a dying process's
+    /// descriptors close one by one, so its listener may outlive the connection's hang-up).
+    resweep: Vec<Instant>,
+    next_conn: u64,
+    next_cr: u32,
+    next_any: u64,
+}
+
+/// What the transport and its provider thread share.
+pub(crate) struct Shared {
+    name: String,
+    params: Params,
+    cma_mode: bool,
+    mem: SharedMemTable,
+    state: Mutex<State>,
+    deliver: Mutex<()>,
+    epoll: Epoll,
+    wake: OwnedFd,
+    stop: AtomicBool,
+    /// Set by every `progress` call (one relaxed store: no clock read on the polling path),
+    /// cleared by the provider thread.
+    polled: AtomicBool,
+    probe: Box<u64>,
+}
+
+/// The state, locked for a call that may make upcalls (see [`Shared::enter`]).
+struct Guard<'a> {
+    st: MutexGuard<'a, State>,
+    deliver: Option<MutexGuard<'a, ()>>,
+}
+
+impl std::ops::Deref for Guard<'_> {
+    type Target = State;
+    fn deref(&self) -> &State {
+        &self.st
+    }
+}
+
+impl std::ops::DerefMut for Guard<'_> {
+    fn deref_mut(&mut self) -> &mut State {
+        &mut self.st
+    }
+}
+
+/// The transport of one open shm IA.
+pub struct ShmIa {
+    shared: Arc<Shared>,
+    thread: Mutex<Option<JoinHandle<()>>>,
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+fn invalid_state() -> DatError {
+    DatError::invalid_state(Subtype::NoSubtype)
+}
+
+impl ShmIa {
+    /// Opens an IA: prepares the rendezvous directory, sweeps stale entries, starts the
+    /// provider thread.
+    pub(crate) fn open(name: &str, params: Params, mem: SharedMemTable) -> std::io::Result<ShmIa> {
+        rendezvous::prepare(&params.dir, !params.allow_other_users)?;
+        rendezvous::sweep(&params.dir);
+        let epoll = Epoll::new()?;
+        let wake = sys::eventfd()?;
+        epoll.add(wake.as_fd(), TOK_WAKE)?;
+        let cma_mode = params.cma && sys::cma_self_probe();
+        let shared = Arc::new(Shared {
+            name: name.to_owned(),
+            params,
+            cma_mode,
+            mem,
+            state: Mutex::new(State::default()),
+            deliver: Mutex::new(()),
+            epoll,
+            wake,
+            stop: AtomicBool::new(false),
+            polled: AtomicBool::new(false),
+            probe: Box::new(wire::PROBE_VALUE),
+        });
+        let s2 = shared.clone();
+        let thread = std::thread::Builder::new()
+            .name(format!("dat-shm-{name}"))
+            .spawn(move || s2.run())?;
+        Ok(ShmIa {
+            shared,
+            thread: Mutex::new(Some(thread)),
+        })
+    }
+}
+
+impl Shared {
+    /// Locks the state for a call that may produce upcalls. Lock order: the delivery mutex,
+    /// then the state. A thread that is making upcalls already holds the delivery mutex
+    /// (the facade may call back into the transport from an upcall) and only takes the state.
+    fn enter(&self) -> Guard<'_> {
+        let deliver = (!DELIVERING.with(Cell::get)).then(|| lock(&self.deliver));
+        Guard {
+            st: lock(&self.state),
+            deliver,
+        }
+    }
+
+    /// [`Shared::enter`] without waiting (the polling path).
+    fn try_enter(&self) -> Option<Guard<'_>> {
+        let deliver = if DELIVERING.with(Cell::get) {
+            None
+        } else {
+            Some(self.deliver.try_lock().ok()?)
+        };
+        Some(Guard {
+            st: self.state.try_lock().ok()?,
+            deliver,
+        })
+    }
+
+    /// Releases the state and makes the collected upcalls, in order, before releasing the
+    /// delivery mutex (so upcalls of one endpoint never overtake each other).
+    fn finish(&self, g: Guard<'_>, out: Ups) {
+        let Guard { st, deliver } = g;
+        drop(st);
+        if out.is_empty() {
+            return;
+        }
+        if deliver.is_some() {
+            DELIVERING.with(|f| f.set(true));
+            out.into_iter().for_each(Up::run);
+            DELIVERING.with(|f| f.set(false));
+        } else {
+            out.into_iter().for_each(Up::run);
+        }
+        drop(deliver);
+    }
+
+    fn poke(&self) {
+        sys::signal(self.wake.as_fd());
+    }
+
+    /// Moves data on every connected connection. Returns whether anything happened.
+    fn pump_all(&self, st: &mut State, out: &mut Ups) -> bool {
+        let mut any = false;
+        let mut broken = Vec::new();
+        for (id, c) in st.conns.iter_mut() {
+            if !matches!(c.phase, Phase::Connected) {
+                continue;
+            }
+            let (Some(d), Some(ep)) = (c.data.as_mut(), c.ep.and_then(|e| st.eps.get_mut(&e)))
+            else {
+                continue;
+            };
+            let recvs = match ep.cfg.srq.and_then(|s| st.srqs.get_mut(&s)) {
+                Some(q) => q,
+                None => &mut ep.recvs,
+            };
+            let mut view = EpView {
+                upcalls: &ep.upcalls,
+                pz: ep.cfg.pz,
+                recvs,
+            };
+            match d.pump(&mut view, &self.mem, out) {
+                Ok(moved) => any |= moved,
+                Err(_) => broken.push(*id),
+            }
+        }
+        for id in broken {
+            self.teardown(st, id, Some(CmFact::Broken), false, out);
+            any = true;
+        }
+        any
+    }
+
+    /// Removes a connection; reports `fact` on its endpoint and flushes it. `graceful` sends
+    /// the close packet first (else the peer sees a hang-up: broken).
+    fn teardown(
+        &self,
+        st: &mut State,
+        id: u64,
+        fact: Option<CmFact>,
+        graceful: bool,
+        out: &mut Ups,
+    ) {
+        let Some(mut c) = st.conns.remove(&id) else {
+            return;
+        };
+        if graceful && matches!(c.phase, Phase::Connected) {
+            let _ = sys::send_packet(c.sock.as_fd(), &Packet::Close.encode(), &[]);
+        }
+        if let Phase::Pending { cr } = c.phase {
+            st.crs.remove(&cr);
+        }
+        if let Some(d) = &c.data {
+            self.epoll.remove(d.my_efd.as_fd());
+        }
+        let mut keep = Vec::new();
+        let ep = c.ep.and_then(|e| st.eps.get_mut(&e));
+        if let (None, Some(d)) = (&ep, c.data.as_mut()) {
+            keep = d.flush_all(None, out);
+        }
+        if let Some(ep) = ep {
+            ep.conn = None;
+            if let Some(fact) = fact {
+                out.push(Up::Cm(ep.upcalls.clone(), fact));
+            }
+            if let Some(d) = c.data.as_mut() {
+                keep = d.flush_all(Some(&ep.upcalls), out);
+            }
+            for wr in ep.recvs.drain(..) {
+                out.push(Up::Done(
+                    ep.upcalls.clone(),
+                    wr.completion(DtoStatus::Flushed, 0),
+                ));
+            }
+        }
+        if !keep.is_empty() && !c.peer_gone {
+            // Our half-close tells the peer; its close (or death) releases the memory.
+            sys::shutdown(c.sock.as_fd(), false);
+            st.lingers.insert(
+                id,
+                Linger {
+                    sock: c.sock,
+                    _segs: keep,
+                },
+            );
+            return;
+        }
+        self.epoll.remove(c.sock.as_fd());
+        sys::shutdown(c.sock.as_fd(), true);
+        // Dropping `c` closes the socket and eventfds and unmaps the segment.
+    }
+
+    /// The peer closed (`graceful`) or hung up: take in what it sent first, then report.
+    fn peer_gone(&self, st: &mut State, id: u64, graceful: bool, out: &mut Ups) {
+        let Some(c) = st.conns.get_mut(&id) else {
+            return;
+        };
+        let fact = match c.phase {
+            Phase::Connected => {
+                if let (Some(d), Some(ep)) =
+                    (c.data.as_mut(), c.ep.and_then(|e| st.eps.get_mut(&e)))
+                {
+                    let recvs = match ep.cfg.srq.and_then(|s| st.srqs.get_mut(&s)) {
+                        Some(q) => q,
+                        None => &mut ep.recvs,
+                    };
+                    let mut view = EpView {
+                        upcalls: &ep.upcalls,
+                        pz: ep.cfg.pz,
+                        recvs,
+                    };
+                    d.drain(&mut view, &self.mem, out);
+                }
+                if graceful {
+                    CmFact::Disconnected
+                } else {
+                    CmFact::Broken
+                }
+            }
+            Phase::Requesting { .. } => CmFact::NonPeerRejected,
+            Phase::Accepting => CmFact::AcceptCompletionError,
+            Phase::Pending { .. } => {
+                // The consumer still holds the request: its accept will see the failure as
+                // an ACCEPT_COMPLETION_ERROR event, as if the requester left just after.
+                c.peer_gone = true;
+                self.epoll.remove(c.sock.as_fd());
+                return;
+            }
+            Phase::Greeting { .. } => {
+                self.teardown(st, id, None, false, out);
+                return;
+            }
+        };
+        let died = !graceful && matches!(fact, CmFact::Broken);
+        if let Some(c) = st.conns.get_mut(&id) {
+            c.peer_gone = true;
+        }
+        self.teardown(st, id, Some(fact), false, out);
+        if died {
+            rendezvous::sweep(&self.params.dir);
+            let now = Instant::now();
+            st.resweep.push(now + Duration::from_millis(20));
+            st.resweep.push(now + Duration::from_millis(200));
+        }
+    }
+
+    fn on_listen(&self, st: &mut State, sp: SpId) {
+        loop {
+            let Some(l) = st.sps.get(&sp) else { return };
+            let sock = match sys::accept(l.listener.sock.as_fd()) {
+                Ok(s) => s,
+                Err(_) => return,
+            };
+            match sys::peer_cred(sock.as_fd()) {
+                Ok((_, uid)) if uid == sys::uid() || self.params.allow_other_users => {}
+                other => {
+                    tracing::warn!(ia = %self.name, ?other, "shm: connection from another user refused");
+                    continue;
+                }
+            }
+            st.next_conn += 1;
+            let id = st.next_conn;
+            if self.epoll.add(sock.as_fd(), TOK_SOCK | id).is_err() {
+                continue;
+            }
+            st.conns.insert(
+                id,
+                Conn {
+                    sock,
+                    phase: Phase::Greeting {
+                        sp,
+                        deadline: Instant::now() + GREETING,
+                    },
+                    ep: None,
+                    data: None,
+                    peer_probe: 0,
+                    peer_gone: false,
+                },
+            );
+        }
+    }
+
+    fn on_sock(&self, st: &mut State, id: u64, out: &mut Ups) {
+        let mut buf = [0u8; 2048];
+        if let Some(l) = st.lingers.get(&id) {
+            if !self.linger_done(l, &mut buf) {
+                return;
+            }
+            if let Some(l) = st.lingers.remove(&id) {
+                self.epoll.remove(l.sock.as_fd());
+            }
+            return;
+        }
+        loop {
+            let Some(c) = st.conns.get(&id) else { return };
+            match sys::recv_packet(c.sock.as_fd(), &mut buf) {
+                Ok(Some((n, fds))) => {
+                    let p = Packet::decode(&buf[..n.min(buf.len())]);
+                    if !self.on_packet(st, id, p, fds, out) {
+                        return;
+                    }
+                }
+                Ok(None) => {
+                    self.peer_gone(st, id, false, out);
+                    return;
+                }
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => return,
+                Err(_) => {
+                    self.peer_gone(st, id, false, out);
+                    return;
+                }
+            }
+        }
+    }
+
+    /// True once the peer's end of a lingering socket has closed (packets are discarded).
+    fn linger_done(&self, l: &Linger, buf: &mut [u8]) -> bool {
+        loop {
+            match sys::recv_packet(l.sock.as_fd(), buf) {
+                Ok(Some(_)) => {}
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => return false,
+                Ok(None) | Err(_) => return true,
+            }
+        }
+    }
+
+    /// Handles one control packet; returns false if the connection is gone.
+    fn on_packet(
+        &self,
+        st: &mut State,
+        id: u64,
+        p: Option<Packet>,
+        fds: Vec<OwnedFd>,
+        out: &mut Ups,
+    ) -> bool {
+        let Some(c) = st.conns.get_mut(&id) else {
+            return false;
+        };
+        match (&c.phase, p) {
+            (
+                Phase::Greeting { sp, .. },
+                Some(Packet::Request {
+                    probe,
+                    pdata,
+                    slots,
+                    slot_size,
+                    ..
+                }),
+            ) => {
+                let sp = *sp;
+                let Some(d) = self.adopt(id, c, fds, slots, slot_size) else {
+                    self.teardown(st, id, None, false, out);
+                    return false;
+                };
+                c.data = Some(d);
+                c.peer_probe = probe;
+                let Some(up) = st.sps.get(&sp).map(|s| s.upcalls.clone()) else {
+                    self.teardown(st, id, None, false, out);
+                    return false;
+                };
+                st.next_cr += 1;
+                let cr = CrId(st.next_cr);
+                if let Some(c) = st.conns.get_mut(&id) {
+                    c.phase = Phase::Pending { cr };
+                }
+                st.crs.insert(cr, id);
+                out.push(Up::Req(
+                    up,
+                    ConnRequest {
+                        cr,
+                        remote: LOOPBACK_ADDRESS,
+                        private_data: pdata.into(),
+                    },
+                ));
+                true
+            }
+            (Phase::Requesting { .. }, Some(Packet::Accept { cma, probe, pdata })) => {
+                let Some(d) = c.data.as_mut() else {
+                    return false;
+                };
+                d.cma_out = cma && self.cma_mode;
+                d.cma_in = self.cma_mode && sys::cma_probe(d.peer_pid, probe, wire::PROBE_VALUE);
+                let ready = Packet::Ready { cma: d.cma_in }.encode();
+                if sys::send_packet(c.sock.as_fd(), &ready, &[]).is_err() {
+                    self.peer_gone(st, id, false, out);
+                    return false;
+                }
+                c.phase = Phase::Connected;
+                if let Some(ep) = c.ep.and_then(|e| st.eps.get(&e)) {
+                    out.push(Up::Cm(
+                        ep.upcalls.clone(),
+                        CmFact::Established {
+                            private_data: pdata.into(),
+                        },
+                    ));
+                }
+                true
+            }
+            (Phase::Requesting { .. }, Some(Packet::Reject { pdata })) => {
+                self.teardown(
+                    st,
+                    id,
+                    Some(CmFact::PeerRejected {
+                        private_data: pdata.into(),
+                    }),
+                    false,
+                    out,
+                );
+                false
+            }
+            (Phase::Accepting, Some(Packet::Ready { cma })) => {
+                if let Some(d) = c.data.as_mut() {
+                    d.cma_out = cma && self.cma_mode;
+                }
+                c.phase = Phase::Connected;
+                if let Some(ep) = c.ep.and_then(|e| st.eps.get(&e)) {
+                    out.push(Up::Cm(
+                        ep.upcalls.clone(),
+                        CmFact::Established {
+                            private_data: Box::default(),
+                        },
+                    ));
+                }
+                true
+            }
+            (Phase::Connected, Some(Packet::Close)) => {
+                self.peer_gone(st, id, true, out);
+                false
+            }
+            (_, p) => {
+                tracing::warn!(ia = %self.name, ?p, "shm: unexpected control packet: connection dropped");
+                self.peer_gone(st, id, false, out);
+                false
+            }
+        }
+    }
+
+    /// Acceptor: maps the requester's segment and takes its eventfds.
+    /// Only a size-sealed memory file is mapped (the requester cannot shrink it under us),
+    /// and only as much of it as the request's geometry needs.
+    fn adopt(
+        &self,
+        id: u64,
+        c: &Conn,
+        fds: Vec<OwnedFd>,
+        slots: u32,
+        slot_size: u32,
+    ) -> Option<DataPath> {
+        let [memfd, acc_efd, req_efd]: [OwnedFd; 3] = fds.try_into().ok()?;
+        let (pid, _) = sys::peer_cred(c.sock.as_fd()).ok()?;
+        if !sys::size_sealed(memfd.as_fd())
+            || !ring::valid_geometry(slots, slot_size)
+            || !sys::is_anon_inode(acc_efd.as_fd())
+            || !sys::is_anon_inode(req_efd.as_fd())
+        {
+            return None;
+        }
+        let len = ring::segment_len(slots, slot_size);
+        let seg = Segment::adopt(Mapping::new(memfd.as_fd(), len).ok()?)?;
+        if seg.slots() != slots || seg.payload_cap() + ring::REC_HDR != slot_size as usize {
+            return None;
+        }
+        let (tx, rx) = ring::ends(&seg, false);
+        self.epoll.add(acc_efd.as_fd(), TOK_EFD | id).ok()?;
+        Some(DataPath::new(tx, rx, acc_efd, req_efd, pid))
+    }
+
+    fn check_deadlines(&self, st: &mut State, out: &mut Ups) -> Option<Instant> {
+        let now = Instant::now();
+        let mut next: Option<Instant> = None;
+        let mut expired = Vec::new();
+        for (id, c) in &st.conns {
+            let d = match c.phase {
+                Phase::Requesting { deadline: Some(d) } | Phase::Greeting { deadline: d, .. } => d,
+                _ => continue,
+            };
+            if d <= now {
+                expired.push((*id, matches!(c.phase, Phase::Requesting { .. })));
+            } else {
+                next = Some(next.map_or(d, |n| n.min(d)));
+            }
+        }
+        for (id, requesting) in expired {
+            let fact = requesting.then_some(CmFact::TimedOut);
+            self.teardown(st, id, fact, false, out);
+        }
+        let due = st.resweep.iter().any(|t| *t <= now);
+        st.resweep.retain(|t| *t > now);
+        if due {
+            rendezvous::sweep(&self.params.dir);
+        }
+        for t in &st.resweep {
+            next = Some(next.map_or(*t, |n| n.min(*t)));
+        }
+        next
+    }
+
+    /// The provider thread.
+    fn run(self: Arc<Shared>) {
+        let mut tokens = Vec::new();
+        let mut out = Ups::new();
+        let mut spin_until = Instant::now();
+        let mut active_until = spin_until;
+        loop {
+            if self.stop.load(Ordering::Acquire) {
+                return;
+            }
+            let mut st = self.enter();
+            for t in tokens.drain(..) {
+                match (t & !TOK_MASK, t & TOK_MASK) {
+                    (TOK_WAKE, _) => sys::drain(self.wake.as_fd()),
+                    (TOK_LISTEN, sp) => self.on_listen(&mut st, SpId(sp as u32)),
+                    (TOK_SOCK, id) => self.on_sock(&mut st, id, &mut out),
+                    (TOK_EFD, id) => {
+                        if let Some(d) = st.conns.get(&id).and_then(|c| c.data.as_ref()) {
+                            sys::drain(d.my_efd.as_fd());
+                        }
+                    }
+                    _ => {}
+                }
+            }
+            for (ep, fact) in std::mem::take(&mut st.deferred) {
+                if let Some(e) = st.eps.get(&ep) {
+                    out.push(Up::Cm(e.upcalls.clone(), fact));
+                }
+            }
+            for (id, fact) in std::mem::take(&mut st.doomed) {
+                self.teardown(&mut st, id, Some(fact), false, &mut out);
+            }
+            let worked = self.pump_all(&mut st, &mut out) || !out.is_empty();
+            let next = self.check_deadlines(&mut st, &mut out);
+            let now = Instant::now();
+            if self.polled.swap(false, Ordering::Relaxed) {
+                active_until = now + APP_ACTIVE;
+            }
+            let app_active = now < active_until;
+            // Spin (yielding) briefly after serving work while the application sleeps, so a
+            // burst of one-sided operations does not pay a wake-up each; then sleep.
+            if worked && !app_active {
+                spin_until = now + PROVIDER_SPIN;
+            }
+            let spinning = now < spin_until;
+            let mut timeout: i32 = if app_active { 1 } else { -1 };
+            for c in st.conns.values_mut() {
+                if let (Phase::Connected, Some(d)) = (&c.phase, c.data.as_mut()) {
+                    if app_active || spinning {
+                        d.disarm();
+                    } else if d.arm() {
+                        timeout = 0;
+                    }
+                }
+            }
+            if spinning || !out.is_empty() {
+                timeout = 0;
+            }
+            if let Some(n) = next {
+                let ms = n.saturating_duration_since(now).as_millis() as i32 + 1;
+                timeout = if timeout < 0 { ms } else { timeout.min(ms) };
+            }
+            self.finish(st, std::mem::take(&mut out));
+            if timeout != 0 {
+                self.epoll.wait(&mut tokens, timeout);
+            } else if spinning {
+                std::thread::yield_now();
+            }
+        }
+    }
+
+    fn ep_mut(st: &mut State, ep: EpId) -> DatResult<&mut ShmEp> {
+        st.eps.get_mut(&ep).ok_or_else(invalid_state)
+    }
+}

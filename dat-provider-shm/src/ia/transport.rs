@@ -1,0 +1,499 @@
+//! The [`Transport`] calls of an shm IA.
+
+use super::*;
+
+/// Largest private data (at least the 256 bytes DAT consumers expect).
+pub const MAX_PRIVATE_DATA: u32 = wire::MAX_PRIVATE_DATA as u32;
+
+/// Requests (and, separately, receives) an endpoint may have queued: the IA's
+/// `max_dto_per_ep`. The per-EP queue depths are the consumer's contract and are not policed
+/// here; this bound only keeps a runaway consumer from growing the queues without limit.
+const MAX_QUEUED: usize = 16_384;
+
+fn resources() -> DatError {
+    DatError::resources(Subtype::NoSubtype)
+}
+
+impl ShmIa {
+    fn rdma_mode(&self) -> &'static str {
+        if self.shared.cma_mode { "cma" } else { "copy" }
+    }
+
+    /// Requester: creates the segment, connects to the qualifier's listener, sends the request.
+    /// `Ok(None)`: nobody listens.
+    fn open_conn(&self, qual: ConnQual, pdata: &[u8]) -> DatResult<Option<(OwnedFd, DataPath)>> {
+        let sh = &self.shared;
+        let Some(sock) = rendezvous::connect(&sh.params.dir, qual.0).map_err(|_| resources())?
+        else {
+            return Ok(None);
+        };
+        let len = ring::segment_len(sh.params.slots, sh.params.slot_size);
+        let memfd = sys::memfd(len).map_err(|_| resources())?;
+        let map = Mapping::new(memfd.as_fd(), len).map_err(|_| resources())?;
+        let seg =
+            Segment::create(map, sh.params.slots, sh.params.slot_size).ok_or_else(resources)?;
+        let acc_efd = sys::eventfd().map_err(|_| resources())?;
+        let req_efd = sys::eventfd().map_err(|_| resources())?;
+        let req = Packet::Request {
+            pid: sys::pid() as u32,
+            probe: (&raw const *sh.probe) as u64,
+            slots: sh.params.slots,
+            slot_size: sh.params.slot_size,
+            pdata: pdata.to_vec(),
+        };
+        if sys::send_packet(
+            sock.as_fd(),
+            &req.encode(),
+            &[memfd.as_fd(), acc_efd.as_fd(), req_efd.as_fd()],
+        )
+        .is_err()
+        {
+            return Ok(None);
+        }
+        let pid = sys::peer_cred(sock.as_fd()).map(|(p, _)| p).unwrap_or(0);
+        let (tx, rx) = ring::ends(&seg, true);
+        Ok(Some((sock, DataPath::new(tx, rx, req_efd, acc_efd, pid))))
+    }
+}
+
+impl Transport for ShmIa {
+    fn ia_attr(&self) -> IaAttr {
+        let mut a = software_ia_attr(&self.shared.name, "datrs-shm", LOOPBACK_ADDRESS);
+        a.transport_attr
+            .push(NamedAttr::new(crate::RDMA_MODE_ATTR, self.rdma_mode()));
+        a
+    }
+
+    fn provider_attr(&self) -> ProviderAttr {
+        let mut a = software_provider_attr("shm", MAX_PRIVATE_DATA);
+        a.provider_specific_attr
+            .push(NamedAttr::new(crate::RDMA_MODE_ATTR, self.rdma_mode()));
+        a
+    }
+
+    fn create_ep(&self, ep: EpId, cfg: &EpConfig, upcalls: Arc<dyn EpUpcalls>) -> DatResult<()> {
+        lock(&self.shared.state).eps.insert(
+            ep,
+            ShmEp {
+                upcalls,
+                cfg: cfg.clone(),
+                recvs: VecDeque::new(),
+                conn: None,
+            },
+        );
+        Ok(())
+    }
+
+    fn modify_ep(&self, ep: EpId, cfg: &EpConfig) -> DatResult<()> {
+        let mut st = lock(&self.shared.state);
+        Shared::ep_mut(&mut st, ep)?.cfg = cfg.clone();
+        Ok(())
+    }
+
+    fn reset_ep(&self, ep: EpId) -> DatResult<()> {
+        let sh = &self.shared;
+        let mut st = sh.enter();
+        let conn = Shared::ep_mut(&mut st, ep)?.conn.take();
+        let mut out = Ups::new();
+        if let Some(id) = conn {
+            sh.teardown(&mut st, id, None, true, &mut out);
+        }
+        sh.finish(st, out);
+        Ok(())
+    }
+
+    fn free_ep(&self, ep: EpId) {
+        let sh = &self.shared;
+        let mut st = lock(&sh.state);
+        let conn = st.eps.get_mut(&ep).and_then(|e| e.conn.take());
+        if let Some(id) = conn {
+            if let Some(c) = st.conns.get_mut(&id) {
+                c.ep = None;
+            }
+            sh.teardown(&mut st, id, None, true, &mut Ups::new());
+        }
+        st.eps.remove(&ep);
+    }
+
+    fn connect(
+        &self,
+        ep: EpId,
+        remote: IaAddress,
+        qual: ConnQual,
+        private_data: &[u8],
+        timeout: Timeout,
+    ) -> DatResult<()> {
+        if !(remote.ip().is_loopback() || remote.ip().is_unspecified()) {
+            return Err(DatError::new(
+                ErrorType::InvalidAddress,
+                Subtype::InvalidAddressUnreachable,
+            ));
+        }
+        if private_data.len() > wire::MAX_PRIVATE_DATA {
+            return Err(DatError::invalid_arg(5));
+        }
+        let sh = &self.shared;
+        if !lock(&sh.state).eps.contains_key(&ep) {
+            return Err(invalid_state());
+        }
+        let opened = self.open_conn(qual, private_data)?;
+        let mut st = lock(&sh.state);
+        if !st.eps.contains_key(&ep) {
+            return Err(invalid_state());
+        }
+        match opened {
+            None => {
+                st.deferred.push((ep, CmFact::NonPeerRejected));
+            }
+            Some((sock, data)) => {
+                st.next_conn += 1;
+                let id = st.next_conn;
+                sh.epoll
+                    .add(sock.as_fd(), TOK_SOCK | id)
+                    .map_err(|_| resources())?;
+                if sh.epoll.add(data.my_efd.as_fd(), TOK_EFD | id).is_err() {
+                    sh.epoll.remove(sock.as_fd());
+                    return Err(resources());
+                }
+                let deadline = timeout.duration().map(|d| Instant::now() + d);
+                st.conns.insert(
+                    id,
+                    Conn {
+                        sock,
+                        phase: Phase::Requesting { deadline },
+                        ep: Some(ep),
+                        data: Some(data),
+                        peer_probe: 0,
+                        peer_gone: false,
+                    },
+                );
+                if let Some(e) = st.eps.get_mut(&ep) {
+                    e.conn = Some(id);
+                }
+            }
+        }
+        drop(st);
+        sh.poke();
+        Ok(())
+    }
+
+    fn listen(
+        &self,
+        sp: SpId,
+        qual: Option<ConnQual>,
+        upcalls: Arc<dyn SpUpcalls>,
+    ) -> DatResult<ConnQual> {
+        let sh = &self.shared;
+        let mut st = lock(&sh.state);
+        let (listener, q) = match qual {
+            Some(q) => match rendezvous::listen(&sh.params.dir, q.0) {
+                Ok(l) => (l, q),
+                Err(ListenError::InUse) => {
+                    return Err(DatError::new(ErrorType::ConnQualInUse, Subtype::NoSubtype));
+                }
+                Err(ListenError::Io(e)) => {
+                    tracing::warn!(ia = %sh.name, error = %e, "shm: cannot listen");
+                    return Err(DatError::new(
+                        ErrorType::ConnQualUnavailable,
+                        Subtype::NoSubtype,
+                    ));
+                }
+            },
+            None => {
+                let mut tries = 0;
+                loop {
+                    st.next_any += 1;
+                    tries += 1;
+                    let q = 0x4000_0000 + u64::from(sys::pid() as u32) * 4096 + st.next_any;
+                    match rendezvous::listen(&sh.params.dir, q) {
+                        Ok(l) => break (l, ConnQual(q)),
+                        Err(ListenError::InUse) if tries < 64 => {}
+                        Err(_) => {
+                            return Err(DatError::new(
+                                ErrorType::ConnQualUnavailable,
+                                Subtype::NoSubtype,
+                            ));
+                        }
+                    }
+                }
+            }
+        };
+        sh.epoll
+            .add(listener.sock.as_fd(), TOK_LISTEN | u64::from(sp.0))
+            .map_err(|_| resources())?;
+        st.sps.insert(sp, Sp { listener, upcalls });
+        Ok(q)
+    }
+
+    fn unlisten(&self, sp: SpId) {
+        let sh = &self.shared;
+        let mut st = lock(&sh.state);
+        if let Some(s) = st.sps.remove(&sp) {
+            sh.epoll.remove(s.listener.sock.as_fd());
+        }
+        // Requests not yet delivered to the consumer die with the service point.
+        let greeting: Vec<u64> = st
+            .conns
+            .iter()
+            .filter(|(_, c)| matches!(c.phase, Phase::Greeting { sp: s, .. } if s == sp))
+            .map(|(id, _)| *id)
+            .collect();
+        for id in greeting {
+            sh.teardown(&mut st, id, None, false, &mut Ups::new());
+        }
+    }
+
+    fn accept(&self, cr: CrId, ep: EpId, private_data: &[u8]) -> DatResult<()> {
+        if private_data.len() > wire::MAX_PRIVATE_DATA {
+            return Err(DatError::invalid_arg(3));
+        }
+        let sh = &self.shared;
+        let mut st = lock(&sh.state);
+        let gone = || {
+            DatError::new(
+                ErrorType::InvalidAddress,
+                Subtype::InvalidAddressUnreachable,
+            )
+        };
+        let id = st.crs.remove(&cr).ok_or_else(gone)?;
+        if !st.eps.contains_key(&ep) {
+            sh.teardown(&mut st, id, None, false, &mut Ups::new());
+            return Err(invalid_state());
+        }
+        let Some(c) = st.conns.get_mut(&id) else {
+            return Err(gone());
+        };
+        if c.peer_gone {
+            c.phase = Phase::Accepting;
+            c.ep = Some(ep);
+            if let Some(e) = st.eps.get_mut(&ep) {
+                e.conn = Some(id);
+            }
+            st.doomed.push((id, CmFact::AcceptCompletionError));
+            drop(st);
+            sh.poke();
+            return Ok(());
+        }
+        let cma_in = match c.data.as_mut() {
+            Some(d) => {
+                d.cma_in =
+                    sh.cma_mode && sys::cma_probe(d.peer_pid, c.peer_probe, wire::PROBE_VALUE);
+                d.cma_in
+            }
+            None => false,
+        };
+        let pkt = Packet::Accept {
+            cma: cma_in,
+            probe: (&raw const *sh.probe) as u64,
+            pdata: private_data.to_vec(),
+        };
+        if sys::send_packet(c.sock.as_fd(), &pkt.encode(), &[]).is_err() {
+            // The requester left: report it as an accept that could not complete.
+            c.peer_gone = true;
+            sh.epoll.remove(c.sock.as_fd());
+            c.phase = Phase::Accepting;
+            c.ep = Some(ep);
+            if let Some(e) = st.eps.get_mut(&ep) {
+                e.conn = Some(id);
+            }
+            st.doomed.push((id, CmFact::AcceptCompletionError));
+            drop(st);
+            sh.poke();
+            return Ok(());
+        }
+        c.phase = Phase::Accepting;
+        c.ep = Some(ep);
+        if let Some(e) = st.eps.get_mut(&ep) {
+            e.conn = Some(id);
+        }
+        Ok(())
+    }
+
+    fn reject(&self, cr: CrId, private_data: &[u8]) -> DatResult<()> {
+        if private_data.len() > wire::MAX_PRIVATE_DATA {
+            return Err(DatError::invalid_arg(2));
+        }
+        let sh = &self.shared;
+        let mut st = lock(&sh.state);
+        if let Some(id) = st.crs.remove(&cr) {
+            if let Some(c) = st.conns.get(&id) {
+                let pkt = Packet::Reject {
+                    pdata: private_data.to_vec(),
+                };
+                let _ = sys::send_packet(c.sock.as_fd(), &pkt.encode(), &[]);
+            }
+            sh.teardown(&mut st, id, None, false, &mut Ups::new());
+        }
+        Ok(())
+    }
+
+    fn disconnect(&self, ep: EpId, _flags: CloseFlags) -> DatResult<()> {
+        let sh = &self.shared;
+        let mut st = sh.enter();
+        let mut out = Ups::new();
+        let Some(e) = st.eps.get_mut(&ep) else {
+            return Ok(());
+        };
+        match e.conn {
+            Some(id) => sh.teardown(&mut st, id, Some(CmFact::Disconnected), true, &mut out),
+            None => {
+                out.push(Up::Cm(e.upcalls.clone(), CmFact::Disconnected));
+                for wr in e.recvs.drain(..) {
+                    out.push(Up::Done(
+                        e.upcalls.clone(),
+                        wr.completion(DtoStatus::Flushed, 0),
+                    ));
+                }
+            }
+        }
+        sh.finish(st, out);
+        Ok(())
+    }
+
+    fn post(&self, ep: EpId, wr: WorkRequest) -> DatResult<()> {
+        let sh = &self.shared;
+        let mut st = sh.enter();
+        let mut out = Ups::new();
+        let st_ref = &mut *st;
+        let e = st_ref.eps.get_mut(&ep).ok_or_else(invalid_state)?;
+        let conn = e
+            .conn
+            .and_then(|id| st_ref.conns.get_mut(&id).map(|c| (id, c)))
+            .filter(|(_, c)| matches!(c.phase, Phase::Connected));
+        let full = || DatError::new(ErrorType::InsufficientResources, Subtype::NoSubtype);
+        if wr.op == PostOp::Recv {
+            if e.recvs.len() >= MAX_QUEUED {
+                return Err(full());
+            }
+            e.recvs.push_back(wr);
+            if let Some((id, c)) = conn {
+                // A send held back for want of a receive can land now.
+                if let Some(d) = c.data.as_mut() {
+                    let recvs = match e.cfg.srq.and_then(|s| st_ref.srqs.get_mut(&s)) {
+                        Some(q) => q,
+                        None => &mut e.recvs,
+                    };
+                    let mut view = EpView {
+                        upcalls: &e.upcalls,
+                        pz: e.cfg.pz,
+                        recvs,
+                    };
+                    let r = d.pump(&mut view, &sh.mem, &mut out);
+                    if r.is_err() {
+                        sh.teardown(&mut st, id, Some(CmFact::Broken), false, &mut out);
+                    }
+                }
+            }
+        } else {
+            match conn.and_then(|(_, c)| c.data.as_mut()) {
+                Some(d) if d.outstanding() >= MAX_QUEUED => {
+                    return Err(full());
+                }
+                Some(d) => d.post(wr),
+                None => out.push(Up::Done(
+                    e.upcalls.clone(),
+                    wr.completion(DtoStatus::Flushed, 0),
+                )),
+            }
+        }
+        sh.finish(st, out);
+        Ok(())
+    }
+
+    fn create_srq(&self, srq: SrqId, _cfg: &SrqConfig) -> DatResult<()> {
+        lock(&self.shared.state).srqs.insert(srq, VecDeque::new());
+        Ok(())
+    }
+
+    fn srq_post_recv(&self, srq: SrqId, wr: WorkRequest) -> DatResult<()> {
+        let sh = &self.shared;
+        let mut st = sh.enter();
+        st.srqs
+            .get_mut(&srq)
+            .ok_or_else(invalid_state)?
+            .push_back(wr);
+        // Sends held back on any endpoint of this SRQ may land now.
+        let mut out = Ups::new();
+        sh.pump_all(&mut st, &mut out);
+        sh.finish(st, out);
+        Ok(())
+    }
+
+    fn free_srq(&self, srq: SrqId) {
+        lock(&self.shared.state).srqs.remove(&srq);
+    }
+
+    fn progress(&self) -> bool {
+        let sh = &self.shared;
+        sh.polled.store(true, Ordering::Relaxed);
+        // Fast path: a look at the rings under the state lock alone.
+        {
+            let Ok(mut st) = sh.state.try_lock() else {
+                return false;
+            };
+            let work = st.conns.values_mut().any(|c| {
+                matches!(c.phase, Phase::Connected) && c.data.as_mut().is_some_and(|d| d.has_work())
+            });
+            if !work {
+                return false;
+            }
+        }
+        let Some(mut st) = sh.try_enter() else {
+            return false;
+        };
+        let mut out = Ups::new();
+        let any = sh.pump_all(&mut st, &mut out);
+        sh.finish(st, out);
+        any
+    }
+
+    fn close(&self) {
+        let sh = &self.shared;
+        sh.stop.store(true, Ordering::Release);
+        sh.poke();
+        if let Some(t) = lock(&self.thread).take() {
+            // Closed from an upcall on the provider thread itself: it stops on its own.
+            if t.thread().id() != std::thread::current().id() {
+                let _ = t.join();
+            }
+        }
+        let mut st = lock(&sh.state);
+        let ids: Vec<u64> = st.conns.keys().copied().collect();
+        for id in ids {
+            sh.teardown(&mut st, id, None, true, &mut Ups::new());
+        }
+        st.sps.clear(); // unlinks the rendezvous entries
+        st.eps.clear();
+        st.crs.clear();
+        // Memory a peer may still be copying into stays alive until the peer lets go
+        // (bounded: a peer that neither closes nor dies within a second is not waited for).
+        let mut buf = [0u8; 256];
+        for _ in 0..100 {
+            let done: Vec<u64> = st
+                .lingers
+                .iter()
+                .filter(|(_, l)| sh.linger_done(l, &mut buf))
+                .map(|(id, _)| *id)
+                .collect();
+            for id in done {
+                st.lingers.remove(&id);
+            }
+            if st.lingers.is_empty() {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        if !st.lingers.is_empty() {
+            tracing::warn!(ia = %sh.name, "shm: closing while a peer may still copy into flushed RDMA buffers");
+        }
+        st.lingers.clear();
+    }
+}
+
+impl Drop for ShmIa {
+    fn drop(&mut self) {
+        if lock(&self.thread).is_some() {
+            self.close();
+        }
+    }
+}

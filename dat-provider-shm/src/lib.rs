@@ -1,0 +1,156 @@
+//! # dat-provider-shm
+//!
+//! The shared-memory transport of datrs (`provider = "shm"`): processes (and threads) of one
+//! user on one Linux host talk without a network stack.
+//!
+//! * **Rendezvous** ([`rendezvous`]): one `SOCK_SEQPACKET` unix socket per connection
+//!   qualifier in a private directory (mode 0700); no daemon. The acceptor checks the
+//!   requester's credentials with `SO_PEERCRED` (same uid unless `allow_other_users`).
+//! * **Data path** ([`ring`], `conn`): the requester creates a memfd segment holding two
+//!   single-producer single-consumer rings and passes it, with one eventfd per side, over the
+//!   socket (`SCM_RIGHTS`). Posting a message writes a ring slot and publishes it with one
+//!   release store: no system call per message. A side that goes idle arms a flag and sleeps
+//!   on its eventfd; the peer writes the eventfd only when that flag is set.
+//! * **Progress**: the application thread moves data when it posts and while it polls
+//!   (`Evd::wait` spins on [`Transport::progress`] before it sleeps); a provider thread per IA
+//!   serves connection management and target-side RDMA while the application sleeps.
+//! * **RDMA**: checked at the target with `MemTable::remote` (rkey, PZ, bounds, privileges;
+//!   `DAT_DTO_ERR_REMOTE_ACCESS` and a broken connection on violation). With cross-memory
+//!   attach the target copies once between its region and the requester's buffers
+//!   (`process_vm_readv`/`writev`); otherwise the bytes travel through the ring. The mode is
+//!   detected at IA open and per connection, and reported as the provider-specific attribute
+//!   [`RDMA_MODE_ATTR`] (`"cma"` or `"copy"`).
+//! * **Peer death**: the kernel closes a dead process's socket; the survivor sees the hang-up
+//!   at once, takes in the messages and responses the peer had already published (not its
+//!   RDMA requests), reports `Broken`, flushes, unmaps the segment and sweeps the rendezvous
+//!   directory.
+//! * **Flushed one-sided work**: when a connection is torn down locally while the peer may
+//!   still be copying into or out of our buffers by cross-memory attach, the memory of those
+//!   requests stays alive until the peer's end of the socket closes (bounded to one second at
+//!   IA close).
+//! * **Shared receive queues** are supported; an endpoint's queues are bounded by the IA's
+//!   `max_dto_per_ep` (`DAT_INSUFFICIENT_RESOURCES` beyond).
+//!
+//! Limitation: a process that forks keeps the child holding the connection's socket and
+//! mapping; the peer then only sees the hang-up once both have exited.
+//!
+//! # Parameters (`params` of the registry entry)
+//! | key | type | default | meaning |
+//! |-----|------|---------|---------|
+//! | `dir` | string | `$XDG_RUNTIME_DIR/datrs-shm`, else `/tmp/datrs-shm-<uid>` | rendezvous directory |
+//! | `ring_slots` | integer | 64 | slots per ring direction (power of two, 2..=65536) |
+//! | `slot_size` | integer | 8192 | bytes per slot incl. a 64-byte header (multiple of 64, 256..=1 MiB) |
+//! | `rdma` | `"auto"` / `"copy"` | `"auto"` | allow cross-memory attach, or always copy through the ring |
+//! | `allow_other_users` | bool | false | accept requesters of other user ids (then `dir` is used as set up by the administrator, not forced to 0700; cross-memory attach across users needs `CAP_SYS_PTRACE`, else the ring copy is used) |
+//!
+//! Qualifiers are host-wide (like TCP ports): an IA address is always `127.0.0.1:0`, and any
+//! loopback address reaches every shm IA of the user.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use dat_core::error::{DatError, ErrorType, Subtype};
+use dat_core::provider::{OpenError, OpenRequest, Provider, Transport};
+
+mod conn;
+mod copy;
+mod ia;
+pub mod rendezvous;
+pub mod ring;
+mod sys;
+mod wire;
+
+pub use ia::{Params, ShmIa};
+
+/// Name of the provider-specific attribute that reports the RDMA mode: `"cma"` (one copy by
+/// cross-memory attach) or `"copy"` (through the ring).
+pub const RDMA_MODE_ATTR: &str = "DATRS_SHM_RDMA_MODE";
+
+/// The shared-memory provider (`provider = "shm"`).
+#[derive(Debug, Default)]
+pub struct ShmProvider;
+
+impl ShmProvider {
+    /// A provider instance.
+    pub fn new() -> Arc<ShmProvider> {
+        Arc::new(ShmProvider)
+    }
+}
+
+fn parse(req: &OpenRequest<'_>) -> Result<Params, OpenError> {
+    let bad = |m: String| {
+        OpenError::new(
+            DatError::new(ErrorType::InvalidParameter, Subtype::NoSubtype),
+            format!("{}: IA `{}`: {m}", req.origin, req.ia_name),
+        )
+    };
+    let mut p = Params {
+        dir: rendezvous::default_dir(),
+        slots: 64,
+        slot_size: 8192,
+        cma: true,
+        allow_other_users: false,
+    };
+    for (k, v) in req.params {
+        match (k.as_str(), v) {
+            ("dir", toml::Value::String(s)) if !s.is_empty() => p.dir = PathBuf::from(s),
+            ("ring_slots", toml::Value::Integer(n)) => {
+                p.slots = u32::try_from(*n)
+                    .ok()
+                    .filter(|n| n.is_power_of_two() && (2..=65_536).contains(n))
+                    .ok_or_else(|| {
+                        bad(format!(
+                            "params.ring_slots = {n}: a power of two in 2..=65536"
+                        ))
+                    })?;
+            }
+            ("slot_size", toml::Value::Integer(n)) => {
+                p.slot_size = u32::try_from(*n)
+                    .ok()
+                    .filter(|n| n % 64 == 0 && (256..=1 << 20).contains(n))
+                    .ok_or_else(|| {
+                        bad(format!(
+                            "params.slot_size = {n}: a multiple of 64 in 256..=1048576"
+                        ))
+                    })?;
+            }
+            ("rdma", toml::Value::String(s)) if s == "auto" || s == "copy" => p.cma = s == "auto",
+            ("allow_other_users", toml::Value::Boolean(b)) => p.allow_other_users = *b,
+            _ => {
+                return Err(bad(format!(
+                    "unknown or mistyped key `params.{k}` (the shm provider takes `dir`, `ring_slots`, `slot_size`, `rdma` = \"auto\"|\"copy\", `allow_other_users`)"
+                )));
+            }
+        }
+    }
+    Ok(p)
+}
+
+impl Provider for ShmProvider {
+    fn name(&self) -> &'static str {
+        "shm"
+    }
+
+    /// Opens an shm IA.
+    ///
+    /// # Errors
+    /// `DAT_INVALID_PARAMETER` for an unknown or invalid parameter (the message names it);
+    /// `DAT_INSUFFICIENT_RESOURCES` if the rendezvous directory cannot be prepared (created
+    /// 0700 and owned by this user) or the provider thread cannot start.
+    fn open(&self, req: OpenRequest<'_>) -> Result<Arc<dyn Transport>, OpenError> {
+        let params = parse(&req)?;
+        let dir = params.dir.clone();
+        let ia = ShmIa::open(req.ia_name, params, req.mem.clone()).map_err(|e| {
+            OpenError::new(
+                DatError::resources(Subtype::NoSubtype),
+                format!(
+                    "{}: IA `{}`: shm rendezvous directory {}: {e}",
+                    req.origin,
+                    req.ia_name,
+                    dir.display()
+                ),
+            )
+        })?;
+        Ok(Arc::new(ia))
+    }
+}

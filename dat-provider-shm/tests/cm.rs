@@ -1,0 +1,161 @@
+//! Connection management corner cases through the facade.
+
+mod common;
+
+use common::*;
+use dat::types::{
+    CloseFlags, CompletionFlags, ConnQual, Cookie, DtoStatus, EventNumber, PspFlags, Qos, Timeout,
+};
+
+fn none() -> CompletionFlags {
+    CompletionFlags::empty()
+}
+
+#[test]
+fn accept_after_the_requester_gave_up_is_an_accept_completion_error() {
+    let dir = scratch("late");
+    let reg = registry(&dir, "");
+    let (a, b) = (Side::new(&reg), Side::new(&reg));
+    let (_sp, cr_evd) = listen(&b.ia, 4600);
+    a.connect(4600, b"", Timeout(20_000));
+    let (cr, _) = request(&b.ia, &cr_evd);
+    assert_eq!(cm(&a.conn).0, EventNumber::TimedOut);
+    cr.accept(Some(&b.ep), b"too late").unwrap();
+    assert_eq!(cm(&b.conn).0, EventNumber::AcceptCompletionError);
+    a.ia.close(CloseFlags::Abrupt).unwrap();
+    b.ia.close(CloseFlags::Abrupt).unwrap();
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn passive_side_disconnect_free_and_ia_close_reach_the_peer() {
+    let dir = scratch("teardown");
+    let reg = registry(&dir, "");
+    let (a, b) = (Side::new(&reg), Side::new(&reg));
+    let sp = connect_pair(&a, &b, 4700);
+    a.ep.post_recv(&[a.lmr.triplet(0, 64)], Cookie(1), none())
+        .unwrap();
+    b.ep.disconnect(CloseFlags::Abrupt).unwrap();
+    assert_eq!(cm(&b.conn).0, EventNumber::Disconnected);
+    assert_eq!(cm(&a.conn).0, EventNumber::Disconnected);
+    let f = dto(&a.dto);
+    assert_eq!((f.cookie, f.status), (Cookie(1), DtoStatus::Flushed));
+
+    // Reuse both EPs: reset and connect again; then free the passive EP while connected.
+    a.ep.reset().unwrap();
+    b.ep.reset().unwrap();
+    sp.free().unwrap();
+    let _sp = connect_pair(&a, &b, 4701);
+    b.ep.free().unwrap();
+    assert_eq!(cm(&a.conn).0, EventNumber::Disconnected);
+
+    // A third connection, torn down by closing the passive IA.
+    a.ep.reset().unwrap();
+    let c = Side::new(&reg);
+    let _sp = connect_pair(&a, &c, 4702);
+    c.ia.close(CloseFlags::Abrupt).unwrap();
+    assert_eq!(cm(&a.conn).0, EventNumber::Disconnected);
+    a.ia.close(CloseFlags::Abrupt).unwrap();
+    b.ia.close(CloseFlags::Abrupt).unwrap();
+    assert!(entries(&dir).is_empty(), "{:?}", entries(&dir));
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn provider_created_endpoint_and_dup_connect() {
+    let dir = scratch("psp");
+    let reg = registry(&dir, "");
+    let (a, b) = (Side::new(&reg), Side::new(&reg));
+    let cr_evd = b.ia.create_evd(8, dat::types::EvdFlags::CR, None).unwrap();
+    let _sp =
+        b.ia.create_psp(ConnQual(4800), &cr_evd, PspFlags::Provider)
+            .unwrap();
+    a.connect(4800, b"first", WAIT);
+    let (cr, pd) = request(&b.ia, &cr_evd);
+    assert_eq!(pd, b"first");
+    let ep = cr.ep().expect("the provider created an EP");
+    cr.reject(b"use another").unwrap();
+    assert_eq!(
+        cm(&a.conn),
+        (EventNumber::PeerRejected, b"use another".to_vec())
+    );
+    drop(ep);
+
+    // dup_connect reaches the same qualifier as a connected EP.
+    a.ep.reset().unwrap();
+    let (_sp2, cr2) = listen(&b.ia, 4801);
+    a.connect(4801, b"", WAIT);
+    let (cr, _) = request(&b.ia, &cr2);
+    cr.accept(Some(&b.ep), b"").unwrap();
+    assert_eq!(cm(&a.conn).0, EventNumber::Established);
+    assert_eq!(cm(&b.conn).0, EventNumber::Established);
+    let d = Side::new(&reg);
+    d.ep.dup_connect(&a.ep, WAIT, b"dup", Qos::BestEffort)
+        .unwrap();
+    let (cr, pd) = request(&b.ia, &cr2);
+    assert_eq!(pd, b"dup");
+    // The acceptor's second EP lives on the same IA as the request.
+    let conn2 =
+        b.ia.create_evd(8, dat::types::EvdFlags::CONNECTION, None)
+            .unwrap();
+    let ep2 =
+        b.ia.create_ep(&dat::EpParams {
+            pz: Some(&b.pz),
+            recv_evd: Some(&b.dto),
+            request_evd: Some(&b.dto),
+            connect_evd: Some(&conn2),
+            ..dat::EpParams::default()
+        })
+        .unwrap();
+    cr.accept(Some(&ep2), b"").unwrap();
+    assert_eq!(cm(&d.conn).0, EventNumber::Established);
+    assert_eq!(cm(&conn2).0, EventNumber::Established);
+    for s in [&a, &b, &d] {
+        s.ia.close(CloseFlags::Abrupt).unwrap();
+    }
+    assert!(entries(&dir).is_empty());
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn stale_entries_of_a_crashed_listener_are_removed_at_open() {
+    use std::os::unix::net::UnixListener;
+    let dir = scratch("stale");
+    std::fs::create_dir_all(&dir).unwrap();
+    // A listener that "crashed": its socket file stays, nobody listens any more.
+    drop(UnixListener::bind(dir.join("4242")).unwrap());
+    std::fs::write(dir.join("not-ours"), b"").unwrap();
+    assert_eq!(
+        entries(&dir),
+        vec!["4242".to_owned(), "not-ours".to_owned()]
+    );
+    let reg = registry(&dir, "");
+    let a = Side::new(&reg);
+    assert_eq!(
+        entries(&dir),
+        vec!["not-ours".to_owned()],
+        "only our dead entry goes"
+    );
+    // Its qualifier is free again.
+    let (_sp, _evd) = listen(&a.ia, 4242);
+    a.ia.close(CloseFlags::Abrupt).unwrap();
+    assert_eq!(entries(&dir), vec!["not-ours".to_owned()]);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn bad_parameters_name_the_key() {
+    let dir = scratch("params");
+    for (extra, key) in [
+        (", ring_slots = 3", "ring_slots"),
+        (", slot_size = 100", "slot_size"),
+        (", rdma = \"fast\"", "rdma"),
+        (", colour = 1", "colour"),
+    ] {
+        let reg = registry(&dir, extra);
+        let e = reg.open_ia(Some("shm0"), 16).unwrap_err();
+        assert_eq!(e.code().kind(), dat::ErrorType::InvalidParameter, "{extra}");
+        assert!(e.message().contains(key), "{}", e.message());
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
