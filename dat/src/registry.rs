@@ -67,7 +67,7 @@ fn builtin_providers() -> Vec<Arc<dyn Provider>> {
     #[cfg(feature = "tcp")]
     v.push(Arc::new(dat_provider_tcp::TcpProvider::new()));
     #[cfg(feature = "shm")]
-    v.push(Arc::new(dat_provider_shm::ShmProvider::new()));
+    v.push(dat_provider_shm::ShmProvider::new());
     v
 }
 

@@ -165,6 +165,13 @@ impl fmt::Debug for MemTable {
     }
 }
 
+/// The privileges a registration actually grants: what was requested plus LOCAL_READ, which
+/// InfiniBand grants every registration implicitly. Consumers written for IB (the stock `dtest`
+/// among them) send from memory registered without it, and must work here too.
+fn effective(privs: MemPriv) -> MemPriv {
+    privs | MemPriv::LOCAL_READ
+}
+
 /// The subtype, among `[read, write, rdma_read, rdma_write]`, of the first access in `privs`
 /// (LOCAL_READ, LOCAL_WRITE, REMOTE_READ, then REMOTE_WRITE or REMOTE_ATOMIC).
 fn access_subtype(privs: MemPriv, subs: [Subtype; 4]) -> Subtype {
@@ -421,7 +428,7 @@ impl MemTable {
                 t.lmr_context,
             )
             .ok_or(DatError::invalid_arg(3))?;
-        let missing = need.difference(region.privs);
+        let missing = need.difference(effective(region.privs));
         if !missing.is_empty() {
             return Err(privileges(missing));
         }
@@ -546,7 +553,7 @@ impl MemTable {
         let offset = lmr
             .resolve(t.virtual_address, len)
             .ok_or(DatError::invalid_arg(2))?;
-        if privs.contains(MemPriv::REMOTE_READ) && !lmr.privs.contains(MemPriv::LOCAL_READ) {
+        if privs.contains(MemPriv::REMOTE_READ) && !effective(lmr.privs).contains(MemPriv::LOCAL_READ) {
             return Err(privileges(MemPriv::REMOTE_READ));
         }
         if privs.intersects(MemPriv::REMOTE_WRITE | MemPriv::REMOTE_ATOMIC)

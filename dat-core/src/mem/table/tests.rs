@@ -287,20 +287,18 @@ fn local_privileges_for_each_use() {
     let r_only = P::LOCAL_READ;
     let w_only = P::LOCAL_WRITE;
     // (registered, needed, expected)
-    let table: [(MemPriv, MemPriv, Option<Subtype>); 10] = [
+    let table: [(MemPriv, MemPriv, Option<Subtype>); 11] = [
         (r_only, P::LOCAL_READ, None),
         (w_only, P::LOCAL_WRITE, None),
         (RW, P::LOCAL_READ, None),
         (RW, P::LOCAL_WRITE, None),
         (P::ALL, RW, None),
-        (w_only, P::LOCAL_READ, Some(Subtype::PrivilegesRead)),
+        // LOCAL_READ is implicit, as on InfiniBand: sending from any registration works.
+        (w_only, P::LOCAL_READ, None),
         (r_only, P::LOCAL_WRITE, Some(Subtype::PrivilegesWrite)),
-        (P::NONE, RW, Some(Subtype::PrivilegesRead)),
-        (
-            P::REMOTE_READ | P::REMOTE_WRITE,
-            P::LOCAL_READ,
-            Some(Subtype::PrivilegesRead),
-        ),
+        (P::NONE, P::LOCAL_READ, None),
+        (P::NONE, RW, Some(Subtype::PrivilegesWrite)),
+        (P::REMOTE_READ | P::REMOTE_WRITE, P::LOCAL_READ, None),
         (RW, P::REMOTE_WRITE, Some(Subtype::PrivilegesRdmaWrite)),
     ];
     let mut t = MemTable::new();

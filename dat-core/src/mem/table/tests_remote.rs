@@ -328,12 +328,6 @@ fn rmr_bind_errors_leave_the_existing_binding() {
             DatError::invalid_arg(2),
         ),
         (
-            wo.lmr_context,
-            trip(0, 8, 0),
-            rr,
-            privs_err(Subtype::PrivilegesRdmaRead),
-        ),
-        (
             ro.lmr_context,
             trip(0, 8, 0),
             MemPriv::REMOTE_WRITE,
