@@ -13,7 +13,7 @@
 //! engine lock is released, keeps them in the engine's order whichever thread delivers.
 
 use std::collections::HashMap;
-use std::io::{ErrorKind, Read, Write};
+use std::io::{ErrorKind, Read};
 use std::net::{Shutdown, SocketAddr};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError, RwLock, RwLockReadGuard};
@@ -31,6 +31,7 @@ use crate::wire::MAX_FRAME;
 
 mod handoff;
 mod passive;
+mod vectored;
 
 /// Receive buffer of a connection: several frames, so one read can bring many.
 const RX_BUF: usize = 4 * MAX_FRAME;
@@ -323,11 +324,8 @@ impl Shared {
             // Write what the engine has.
             if let Some(sock) = io.sock.as_mut().filter(|_| !io.connecting) {
                 loop {
-                    let out = io.engine.poll_transmit();
-                    if out.is_empty() {
-                        break;
-                    }
-                    match sock.write(out) {
+                    match vectored::write_queued(sock, &mut io.engine) {
+                        Ok(0) => break,
                         Ok(n) => {
                             io.engine.advance_transmit(n);
                             moved = true;

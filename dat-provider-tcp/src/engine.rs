@@ -39,6 +39,13 @@ use dat_core::types::{DtoStatus, PzId};
 use crate::wire::{Decoded, Frame, WireError};
 
 mod data;
+mod txq;
+
+pub use txq::TxPiece;
+use txq::TxQueue;
+
+/// Smallest payload piece queued by reference in zero-copy mode.
+pub const ZERO_COPY_MIN: usize = 16 * 1024;
 
 /// A shared receive queue as engines see it: receives in posting order.
 pub type SharedSrq = Arc<Mutex<VecDeque<WorkRequest>>>;
@@ -190,8 +197,9 @@ pub struct Engine {
     cfg: EngineConfig,
     state: State,
     events: VecDeque<Event>,
-    tx: Vec<u8>,
-    tx_pos: usize,
+    txq: TxQueue,
+    /// Large payloads are queued by reference ([`Engine::poll_transmit_pieces`]).
+    zero_copy: bool,
     /// Receives posted on the endpoint (not used with an SRQ), in posting order.
     recvs: VecDeque<WorkRequest>,
     // Requester.
@@ -224,8 +232,8 @@ impl Engine {
             cfg,
             state: State::Idle,
             events: VecDeque::new(),
-            tx: Vec::with_capacity(4096),
-            tx_pos: 0,
+            txq: TxQueue::default(),
+            zero_copy: false,
             recvs: VecDeque::new(),
             outstanding: VecDeque::new(),
             next_msn: 1,
@@ -247,7 +255,7 @@ impl Engine {
 
     /// Chooses how bare acknowledgements go out. `None` (the default): as soon as there is
     /// something to acknowledge. `Some(now)`: only piggy-backed on other frames, unless
-    /// [`ACK_EVERY`] requests wait or the oldest has waited [`ACK_DELAY`] at `now`. An
+    /// eight requests wait or the oldest has waited 20 µs at `now`. An
     /// application thread that polls uses the delayed mode (its reply usually carries the
     /// ack); the driver thread acknowledges at once, so an ack is never held indefinitely.
     pub fn set_ack_clock(&mut self, clock: Option<Instant>) {
@@ -289,12 +297,14 @@ impl Engine {
     pub fn reset(&mut self) {
         let recvs = std::mem::take(&mut self.recvs);
         let events = std::mem::take(&mut self.events);
-        let mut tx = std::mem::take(&mut self.tx);
-        tx.clear();
+        let mut txq = std::mem::take(&mut self.txq);
+        txq.clear();
+        let zero_copy = self.zero_copy;
         *self = Engine::new(self.cfg.clone());
         self.recvs = recvs;
         self.events = events;
-        self.tx = tx;
+        self.txq = txq;
+        self.zero_copy = zero_copy;
     }
 
     /// Starts an active connection: queues the request. `deadline` is the consumer's
@@ -307,7 +317,7 @@ impl Engine {
             qual,
             private_data,
         }
-        .emit(0, &mut self.tx);
+        .emit(0, &mut self.txq.buf);
     }
 
     /// Accepts a request read with [`parse_request`] on this engine's endpoint: queues the
@@ -319,7 +329,7 @@ impl Engine {
             rnr_timeout_ms: duration_ms(self.cfg.rnr_timeout),
             private_data,
         }
-        .emit(0, &mut self.tx);
+        .emit(0, &mut self.txq.buf);
     }
 
     /// Tears the connection down (graceful and abrupt alike): a connected engine queues a
@@ -327,7 +337,7 @@ impl Engine {
     /// flushes what is outstanding. Completions that succeeded were reported before.
     pub fn disconnect(&mut self) {
         if matches!(self.state, State::Accepting | State::Connected) {
-            Frame::Disconnect.emit(self.processed, &mut self.tx);
+            Frame::Disconnect.emit(self.processed, &mut self.txq.buf);
         } else {
             self.drop_tx();
         }
@@ -400,7 +410,7 @@ impl Engine {
             ) => {
                 self.peer_rnr = Duration::from_millis(u64::from(rnr_timeout_ms));
                 self.state = State::Connected;
-                Frame::Rtu.emit(0, &mut self.tx);
+                Frame::Rtu.emit(0, &mut self.txq.buf);
                 self.events.push_back(Event::Cm(CmFact::Established {
                     private_data: private_data.into(),
                 }));
@@ -497,16 +507,34 @@ impl Engine {
 
     /// Bytes to write to the socket (empty when there are none). Generates data frames up
     /// to a high-water mark; call [`Engine::advance_transmit`] with what was written.
+    /// Payloads queued by reference are copied here; [`Engine::poll_transmit_pieces`] avoids
+    /// that.
     pub fn poll_transmit(&mut self) -> &[u8] {
         if self.state == State::Connected {
             self.fill_tx();
         }
-        self.tx.get(self.tx_pos..).unwrap_or_default()
+        self.txq.contiguous()
+    }
+
+    /// The bytes to write as runs, for a vectored write: frame bytes, and (with
+    /// [`Engine::set_zero_copy`]) large payloads as ranges of registered memory. Call
+    /// [`Engine::advance_transmit`] with what was written.
+    pub fn poll_transmit_pieces(&mut self) -> impl Iterator<Item = TxPiece<'_>> {
+        if self.state == State::Connected {
+            self.fill_tx();
+        }
+        self.txq.pieces()
+    }
+
+    /// Queues payloads of at least [`ZERO_COPY_MIN`] bytes by reference instead of copying
+    /// them into the transmit buffer.
+    pub fn set_zero_copy(&mut self, on: bool) {
+        self.zero_copy = on;
     }
 
     /// True if [`Engine::poll_transmit`] would return bytes.
     pub fn wants_transmit(&self) -> bool {
-        self.tx_pos < self.tx.len()
+        !self.txq.is_empty()
             || (self.state == State::Connected
                 && (self.tx_idx < self.outstanding.len()
                     || !self.responses.is_empty()
@@ -515,19 +543,11 @@ impl Engine {
 
     /// Marks `n` bytes of [`Engine::poll_transmit`] as written.
     pub fn advance_transmit(&mut self, n: usize) {
-        self.tx_pos = self.tx_pos.saturating_add(n).min(self.tx.len());
-        if self.tx_pos == self.tx.len() {
-            self.tx.clear();
-            self.tx_pos = 0;
-        } else if self.tx_pos > TX_HIGH_WATER {
-            self.tx.drain(..self.tx_pos);
-            self.tx_pos = 0;
-        }
+        self.txq.advance(n);
     }
 
     fn drop_tx(&mut self) {
-        self.tx.clear();
-        self.tx_pos = 0;
+        self.txq.clear();
     }
 
     fn fail_connect(&mut self, fact: CmFact) {
@@ -547,7 +567,7 @@ impl Engine {
             msn,
             status: status as u32,
         }
-        .emit(self.processed, &mut self.tx);
+        .emit(self.processed, &mut self.txq.buf);
         self.terminate(CmFact::Broken);
     }
 

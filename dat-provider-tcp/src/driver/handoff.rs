@@ -14,12 +14,12 @@ use std::time::{Duration, Instant};
 
 use mio::Interest;
 
-use super::{EpConn, Pump, Shared, lock, read};
+use super::{EpConn, Pump, Shared, read};
 
 /// How often a stepped-back driver checks that the application still polls.
 pub(crate) const CHECK: Duration = Duration::from_micros(100);
 /// An application that called `progress` this recently is polling.
-const POLLING: Duration = Duration::from_micros(30);
+const POLLING: Duration = Duration::from_micros(100);
 
 impl Shared {
     /// True if an application thread called `progress` within [`POLLING`] of `now`.
@@ -28,9 +28,13 @@ impl Shared {
         last != 0 && self.nanos(now).saturating_sub(last) < POLLING.as_nanos() as u64
     }
 
-    /// Takes the endpoint's socket out of the poller (unless it is still connecting).
+    /// Takes the endpoint's socket out of the poller (unless it is still connecting). If an
+    /// application thread holds the endpoint right now it is busy with it: leave it be (the
+    /// next event retries) rather than wait for its lock.
     pub(super) fn step_back(&self, ep: &EpConn) {
-        let mut io = lock(&ep.io);
+        let Ok(mut io) = ep.io.try_lock() else {
+            return;
+        };
         if io.registered && !io.connecting {
             if let Some(s) = io.sock.as_mut() {
                 let _ = self.registry.deregister(s);

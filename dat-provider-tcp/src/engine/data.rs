@@ -7,10 +7,39 @@ use dat_core::mem::{Segment, gather_at, scatter_at};
 use dat_core::provider::{CmFact, PostOp, WorkRequest};
 use dat_core::types::{CompletionFlags, DtoStatus, MemPriv};
 
+use super::txq::TxQueue;
 use super::{
-    ACK_DELAY, ACK_EVERY, Engine, Event, Flow, Pending, ReadResp, RxCur, TX_HIGH_WATER, seq_le,
+    ACK_DELAY, ACK_EVERY, Engine, Event, Flow, Pending, ReadResp, RxCur, TX_HIGH_WATER,
+    ZERO_COPY_MIN, seq_le,
 };
 use crate::wire::{DataHeader, FIRST, Frame, LAST, MAX_CHUNK, SOLICITED, WireError};
+
+/// Queues `n` bytes of the concatenation of `segs` from logical position `pos` by reference.
+/// Segments shorter than announced (impossible for resolved posts) are padded with zeros so
+/// the frame keeps its announced length.
+fn push_segments(txq: &mut TxQueue, segs: &[Segment], mut pos: u64, n: usize) {
+    let mut left = n;
+    for s in segs {
+        if left == 0 {
+            break;
+        }
+        let len = s.len_u64();
+        if pos >= len {
+            pos -= len;
+            continue;
+        }
+        let off = usize::try_from(pos).unwrap_or(usize::MAX);
+        let take = (s.len - off).min(left);
+        txq.push_mem(s, off, take);
+        left -= take;
+        pos = 0;
+    }
+    if left > 0 {
+        tracing::error!(left, "segments shorter than the message");
+        let at = txq.buf.len();
+        txq.buf.resize(at + left, 0);
+    }
+}
 
 fn bad(what: &'static str) -> WireError {
     WireError::Field(what)
@@ -377,7 +406,7 @@ impl Engine {
     /// Queues frames up to the high-water mark: read responses first, then our requests in
     /// order, then a bare acknowledgement if nothing carried it.
     pub(super) fn fill_tx(&mut self) {
-        while self.tx.len() - self.tx_pos < TX_HIGH_WATER {
+        while self.txq.len() < TX_HIGH_WATER {
             if let Some(r) = self.responses.front_mut() {
                 let n = (r.total - r.pos).min(MAX_CHUNK as u32);
                 let flags = piece_flags(r.pos, n, r.total);
@@ -385,13 +414,20 @@ impl Engine {
                     msn: r.msn,
                     total: r.total,
                 }
-                .emit(flags, n as usize, self.processed, &mut self.tx);
-                let start = self.tx.len();
-                self.tx.resize(start + n as usize, 0);
-                if let (Some(seg), Some(dst)) = (&r.seg, self.tx.get_mut(start..)) {
-                    let at = usize::try_from(r.pos).unwrap_or(usize::MAX);
-                    if seg.copy_to(at, dst).is_err() {
-                        tracing::error!("read response source out of range");
+                .emit(flags, n as usize, self.processed, &mut self.txq.buf);
+                let at = usize::try_from(r.pos).unwrap_or(usize::MAX);
+                match &r.seg {
+                    Some(seg) if self.zero_copy && n as usize >= ZERO_COPY_MIN => {
+                        self.txq.push_mem(seg, at, n as usize);
+                    }
+                    seg => {
+                        let start = self.txq.buf.len();
+                        self.txq.buf.resize(start + n as usize, 0);
+                        if let (Some(seg), Some(dst)) = (seg, self.txq.buf.get_mut(start..))
+                            && seg.copy_to(at, dst).is_err()
+                        {
+                            tracing::error!("read response source out of range");
+                        }
                     }
                 }
                 r.pos += n;
@@ -422,7 +458,7 @@ impl Engine {
                         rkey: r.rmr_context,
                         addr: r.virtual_address,
                     }
-                    .emit(self.processed, &mut self.tx);
+                    .emit(self.processed, &mut self.txq.buf);
                     self.sent_request(msn);
                     continue;
                 }
@@ -439,11 +475,15 @@ impl Engine {
             } else {
                 flags
             };
-            header.emit(flags, n as usize, self.processed, &mut self.tx);
-            let start = self.tx.len();
-            self.tx.resize(start + n as usize, 0);
-            if let Some(dst) = self.tx.get_mut(start..) {
-                gather_at(&p.wr.segs, u64::from(off), dst);
+            header.emit(flags, n as usize, self.processed, &mut self.txq.buf);
+            if self.zero_copy && n as usize >= ZERO_COPY_MIN {
+                push_segments(&mut self.txq, &p.wr.segs, u64::from(off), n as usize);
+            } else {
+                let start = self.txq.buf.len();
+                self.txq.buf.resize(start + n as usize, 0);
+                if let Some(dst) = self.txq.buf.get_mut(start..) {
+                    gather_at(&p.wr.segs, u64::from(off), dst);
+                }
             }
             if off + n >= total {
                 self.sent_request(msn);
@@ -453,7 +493,7 @@ impl Engine {
             }
         }
         if self.bare_ack_due() {
-            Frame::Ack.emit(self.processed, &mut self.tx);
+            Frame::Ack.emit(self.processed, &mut self.txq.buf);
             self.acked_now();
         }
     }
