@@ -38,6 +38,9 @@ const RX_BUF: usize = 4 * MAX_FRAME;
 /// How long a closed connection waits for the peer's end of stream before dropping it.
 const LINGER: Duration = Duration::from_secs(2);
 const WAKER: Token = Token(0);
+/// Rounds of read/execute/write per pump: a peer that sends without pause cannot keep one
+/// thread (an application's `progress`, or the driver away from its other sockets) forever.
+const PUMP_BUDGET: usize = 32;
 
 pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(PoisonError::into_inner)
@@ -74,6 +77,8 @@ pub(crate) struct Io {
     rx_len: usize,
     /// The socket is registered with the poller (see the `handoff` module).
     registered: bool,
+    /// A pump stopped at its budget with bytes possibly still waiting.
+    backlog: bool,
 }
 
 impl Io {
@@ -103,6 +108,8 @@ pub(crate) struct EpConn {
     deadline: AtomicU64,
     /// An incoming send waits for a receive.
     pub(crate) parked: AtomicBool,
+    /// A pump left work behind: the driver must pump again (see [`PUMP_BUDGET`]).
+    backlog: AtomicBool,
 }
 
 /// A passive socket between accept(2) and the consumer's accept or reject.
@@ -155,6 +162,8 @@ pub(crate) struct Shared {
     stop: AtomicBool,
     /// When an application thread last called [`Shared::progress`] (ns since `epoch`).
     last_progress: AtomicU64,
+    /// Some endpoint has its `backlog` flag set.
+    any_backlog: AtomicBool,
 }
 
 /// Maps an I/O error of a connection to what the engine should hear.
@@ -194,6 +203,7 @@ impl Shared {
             next_cr: AtomicUsize::new(1),
             stop: AtomicBool::new(false),
             last_progress: AtomicU64::new(0),
+            any_backlog: AtomicBool::new(false),
         });
         Ok((shared, poll))
     }
@@ -220,11 +230,13 @@ impl Shared {
                 rx: Vec::new(),
                 rx_len: 0,
                 registered: false,
+                backlog: false,
             }),
             deliver: Mutex::new(Vec::with_capacity(64)),
             srq: Mutex::new(srq),
             deadline: AtomicU64::new(u64::MAX),
             parked: AtomicBool::new(false),
+            backlog: AtomicBool::new(false),
         });
         write(&self.entries).insert(ep.token, Entry::Ep(ep.clone()));
         let mut eps = write(&self.eps);
@@ -274,6 +286,13 @@ impl Shared {
 
     fn finish(&self, ep: &EpConn, mut io: MutexGuard<'_, Io>) {
         ep.parked.store(io.engine.is_parked(), Ordering::Relaxed);
+        if std::mem::take(&mut io.backlog) {
+            // Edge-triggered readiness will not report these bytes again: hand them to the
+            // driver.
+            ep.backlog.store(true, Ordering::Release);
+            self.any_backlog.store(true, Ordering::Release);
+            let _ = self.waker.wake();
+        }
         let d = io.engine.poll_timeout().map_or(u64::MAX, |d| {
             u64::try_from(d.saturating_duration_since(self.epoch).as_nanos())
                 .unwrap_or(u64::MAX - 1)
@@ -303,7 +322,7 @@ impl Shared {
         io.engine
             .set_ack_clock((mode != Pump::Serve).then_some(now));
         let mut any = false;
-        loop {
+        for _ in 0..PUMP_BUDGET {
             let mut moved = false;
             if io.connecting {
                 match self.check_connected(io) {
@@ -392,6 +411,8 @@ impl Shared {
             }
             any = true;
         }
+        io.backlog = true;
+        any
     }
 
     /// An active connect: `Some(true)` when connected, `Some(false)` still in progress,
@@ -598,6 +619,14 @@ impl Shared {
             if passive && !polling {
                 self.take_over(now);
                 passive = false;
+            }
+            if self.any_backlog.swap(false, Ordering::AcqRel) {
+                let eps = read(&self.snapshot).clone();
+                for ep in eps.iter() {
+                    if ep.backlog.swap(false, Ordering::AcqRel) {
+                        self.with_io(ep, |sh, io| sh.pump(io, now, Pump::Serve));
+                    }
+                }
             }
             self.fire_timers(now);
         }
