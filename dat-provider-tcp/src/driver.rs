@@ -368,8 +368,24 @@ impl Shared {
                 && !io.connecting
                 && let Some(sock) = io.sock.as_mut()
             {
-                match sock.read(&mut io.rx[io.rx_len..]) {
-                    Ok(0) => {
+                // A large payload arriving with nothing buffered goes straight to memory.
+                let direct = if io.rx_len == 0 {
+                    io.engine
+                        .rx_direct()
+                        .and_then(|(seg, off, len)| vectored::direct_target(seg, off, len))
+                } else {
+                    None
+                };
+                let got = match direct {
+                    Some((ptr, len)) => vectored::read_direct(sock, ptr, len).map(|n| (n, true)),
+                    None => sock.read(&mut io.rx[io.rx_len..]).map(|n| (n, false)),
+                };
+                match got {
+                    Ok((n, true)) if n > 0 => {
+                        io.engine.rx_direct_done(now, n);
+                        moved = true;
+                    }
+                    Ok((0, _)) => {
                         io.engine.handle_transport_error(TransportError::Lost);
                         io.rx_len = 0;
                         if let Some(s) = io.sock.take() {
@@ -377,7 +393,7 @@ impl Shared {
                         }
                         moved = true;
                     }
-                    Ok(n) => {
+                    Ok((n, _)) => {
                         if io.engine.is_closed() {
                             // Nothing more to execute: discard.
                         } else {

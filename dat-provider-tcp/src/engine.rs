@@ -170,6 +170,27 @@ enum RxCur {
     },
 }
 
+/// What a payload being streamed belongs to.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Streaming {
+    Send,
+    Write,
+    ReadResp,
+}
+
+/// The rest of a data piece's payload, still to arrive (zero-copy receive).
+#[derive(Clone, Copy, Debug)]
+struct RxStream {
+    kind: Streaming,
+    msn: u32,
+    total: u32,
+    flags: u8,
+    /// Message position of the next byte.
+    at: u64,
+    /// Payload bytes still to come.
+    left: usize,
+}
+
 /// An RDMA read we answer, piece by piece.
 struct ReadResp {
     msn: u32,
@@ -216,6 +237,7 @@ pub struct Engine {
     processed: u32,
     ack_sent: u32,
     rx_cur: Option<RxCur>,
+    rx_stream: Option<RxStream>,
     responses: VecDeque<ReadResp>,
     rnr_deadline: Option<Instant>,
     parked_msn: Option<u32>,
@@ -245,6 +267,7 @@ impl Engine {
             processed: 0,
             ack_sent: 0,
             rx_cur: None,
+            rx_stream: None,
             responses: VecDeque::new(),
             rnr_deadline: None,
             parked_msn: None,
@@ -379,8 +402,40 @@ impl Engine {
         let mut used = 0;
         while !self.is_closed() {
             let rest = input.get(used..).unwrap_or_default();
+            if self.rx_stream.is_some() {
+                if rest.is_empty() {
+                    break;
+                }
+                let before = self.rx_stream.map_or(0, |s| s.left);
+                self.stream_place(now, rest);
+                used += before.min(rest.len());
+                continue;
+            }
             match Frame::parse(rest) {
-                Ok(None) => break,
+                Ok(None) => {
+                    // The start of a large data piece: execute it now and let the rest of
+                    // its payload stream in (straight into memory through `rx_direct`).
+                    if self.zero_copy && self.state == State::Connected {
+                        match Frame::parse_partial(rest) {
+                            Ok(Some(p)) if p.payload_len >= ZERO_COPY_MIN => {
+                                match self.handle_partial(now, p.frame, p.ack, p.payload_len) {
+                                    Flow::Next => {
+                                        used += p.len;
+                                        continue;
+                                    }
+                                    Flow::Park => break,
+                                    Flow::Stop => {
+                                        used += p.len;
+                                        break;
+                                    }
+                                }
+                            }
+                            Ok(_) => {}
+                            Err(e) => self.protocol_error(&e),
+                        }
+                    }
+                    break;
+                }
                 Err(e) => {
                     self.protocol_error(&e);
                     break;
@@ -436,7 +491,7 @@ impl Engine {
                     self.protocol_error(&e);
                     return Flow::Stop;
                 }
-                match self.handle_data(now, f) {
+                match self.handle_data(now, f, None) {
                     Ok(flow) => flow,
                     Err(e) => {
                         self.protocol_error(&e);
@@ -449,6 +504,37 @@ impl Engine {
                 Flow::Stop
             }
         }
+    }
+
+    /// The start of a data piece while connected (see [`Engine::handle_input`]).
+    fn handle_partial(&mut self, now: Instant, frame: Frame<'_>, ack: u32, whole: usize) -> Flow {
+        if let Err(e) = self.on_ack(ack) {
+            self.protocol_error(&e);
+            return Flow::Stop;
+        }
+        match self.handle_data(now, frame, Some(whole)) {
+            Ok(flow) => flow,
+            Err(e) => {
+                self.protocol_error(&e);
+                Flow::Stop
+            }
+        }
+    }
+
+    /// Where the next incoming payload bytes belong when a large piece is arriving and the
+    /// caller has no buffered input left: `len` bytes of `seg` from `off`. The driver reads
+    /// the socket straight into that memory and reports the count with
+    /// [`Engine::rx_direct_done`].
+    pub fn rx_direct(&self) -> Option<(&Segment, usize, usize)> {
+        if self.state != State::Connected {
+            return None;
+        }
+        self.stream_dest()
+    }
+
+    /// `n` bytes were read straight into the memory [`Engine::rx_direct`] named.
+    pub fn rx_direct_done(&mut self, now: Instant, n: usize) {
+        self.stream_advance(now, n);
     }
 
     /// The stream under the connection failed.
@@ -578,6 +664,7 @@ impl Engine {
         self.rnr_deadline = None;
         self.parked_msn = None;
         self.responses.clear();
+        self.rx_stream = None;
         self.events.push_back(Event::Cm(fact));
         for p in std::mem::take(&mut self.outstanding) {
             self.flush_one(&p.wr);

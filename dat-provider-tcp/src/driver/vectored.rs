@@ -81,3 +81,40 @@ pub(super) fn write_queued(sock: &mut TcpStream, engine: &mut Engine) -> io::Res
     }
     Ok(usize::try_from(r).unwrap_or(0))
 }
+
+/// Where a direct read may land: a raw range of registered memory, checked to lie inside its
+/// buffer. `None` for a segment that does not fit its buffer (only hand-made ones).
+pub(super) fn direct_target(
+    seg: &dat_core::mem::Segment,
+    off: usize,
+    len: usize,
+) -> Option<(*mut u8, usize)> {
+    let inside = off.checked_add(len).is_some_and(|e| e <= seg.len)
+        && seg
+            .offset
+            .checked_add(seg.len)
+            .is_some_and(|e| e <= seg.buf.len());
+    // In bounds (checked); no reference into the buffer is formed.
+    inside.then(|| (seg.buf.as_ptr().wrapping_add(seg.offset + off), len))
+}
+
+/// Reads from the socket straight into registered memory.
+///
+/// # Errors
+/// The socket's error; `WouldBlock` when nothing is there.
+pub(super) fn read_direct(sock: &TcpStream, ptr: *mut u8, len: usize) -> io::Result<usize> {
+    // SAFETY: `ptr..ptr+len` lies inside a registered buffer (checked by `direct_target`)
+    // that the engine keeps alive (its `Arc` is held by the receive or the RDMA being
+    // placed) and that is only ever accessed through raw-pointer copies, so the kernel
+    // writing into it creates no aliasing with Rust references; `fd` is open.
+    let r = unsafe { libc::read(sock.as_raw_fd(), ptr.cast(), len) };
+    if r < 0 {
+        let e = io::Error::last_os_error();
+        return Err(if e.raw_os_error() == Some(libc::EAGAIN) {
+            io::Error::from(ErrorKind::WouldBlock)
+        } else {
+            e
+        });
+    }
+    Ok(usize::try_from(r).unwrap_or(0))
+}
