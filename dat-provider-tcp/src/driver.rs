@@ -27,14 +27,15 @@ use socket2::{Domain, Protocol, Socket, TcpKeepalive, Type};
 
 use crate::engine::{Engine, Event, IncomingRequest, SharedSrq, TransportError};
 use crate::params::TcpParams;
-use crate::wire::MAX_FRAME;
 
 mod handoff;
 mod passive;
 mod vectored;
 
-/// Receive buffer of a connection: several frames, so one read can bring many.
-const RX_BUF: usize = 4 * MAX_FRAME;
+/// Receive buffer of a connection. Every frame the engine waits for in full is small
+/// (control frames, data pieces under [`crate::engine::ZERO_COPY_MIN`]); larger pieces are
+/// executed from their start and their payload read straight into registered memory.
+const RX_BUF: usize = 256 * 1024;
 /// How long a closed connection waits for the peer's end of stream before dropping it.
 const LINGER: Duration = Duration::from_secs(2);
 const WAKER: Token = Token(0);

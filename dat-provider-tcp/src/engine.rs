@@ -415,24 +415,33 @@ impl Engine {
                 Ok(None) => {
                     // The start of a large data piece: execute it now and let the rest of
                     // its payload stream in (straight into memory through `rx_direct`).
-                    if self.zero_copy && self.state == State::Connected {
-                        match Frame::parse_partial(rest) {
-                            Ok(Some(p)) if p.payload_len >= ZERO_COPY_MIN => {
-                                match self.handle_partial(now, p.frame, p.ack, p.payload_len) {
-                                    Flow::Next => {
-                                        used += p.len;
-                                        continue;
-                                    }
-                                    Flow::Park => break,
-                                    Flow::Stop => {
-                                        used += p.len;
-                                        break;
-                                    }
+                    if !self.zero_copy {
+                        break;
+                    }
+                    if self.state != State::Connected {
+                        // A data piece outside a connection is unexpected: say so now rather
+                        // than wait for a payload that may never fit.
+                        if let Ok(Some(p)) = Frame::parse_partial(rest) {
+                            self.protocol_error(&WireError::Kind(p.frame.kind() as u8));
+                        }
+                        break;
+                    }
+                    match Frame::parse_partial(rest) {
+                        Ok(Some(p)) if p.payload_len >= ZERO_COPY_MIN => {
+                            match self.handle_partial(now, p.frame, p.ack, p.payload_len) {
+                                Flow::Next => {
+                                    used += p.len;
+                                    continue;
+                                }
+                                Flow::Park => break,
+                                Flow::Stop => {
+                                    used += p.len;
+                                    break;
                                 }
                             }
-                            Ok(_) => {}
-                            Err(e) => self.protocol_error(&e),
                         }
+                        Ok(_) => {}
+                        Err(e) => self.protocol_error(&e),
                     }
                     break;
                 }

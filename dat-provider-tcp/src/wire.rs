@@ -27,7 +27,7 @@ use std::fmt;
 /// Header length in bytes.
 pub const HEADER_LEN: usize = 12;
 /// Largest payload of one data frame.
-pub const MAX_CHUNK: usize = 64 * 1024;
+pub const MAX_CHUNK: usize = 1024 * 1024;
 /// Largest private data of a connection request, accept or reject (advertised as
 /// `max_private_data_size`).
 pub const MAX_PRIVATE_DATA: usize = 1024;

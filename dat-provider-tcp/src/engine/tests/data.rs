@@ -57,7 +57,7 @@ fn pattern(n: usize, seed: u8) -> Vec<u8> {
 #[test]
 fn large_messages_travel_in_pieces() {
     let mut p = Pair::connected();
-    let big = pattern(300 * 1024 + 7, 3);
+    let big = pattern(2 * 1024 * 1024 + 7, 3);
     let n = big.len() as u32;
     let src = p.a.register(&big);
     let dst = p.b.register(&vec![0u8; big.len()]);
@@ -501,7 +501,7 @@ fn transfer_pieces(from: &mut Side, to: &mut Side, now: Instant, max: usize) -> 
 #[test]
 fn zero_copy_runs_carry_the_same_bytes_through_partial_writes() {
     let before = DIRECT.load(std::sync::atomic::Ordering::Relaxed);
-    partial_writes(true, 200 * 1024 + 13);
+    partial_writes(true, 2 * 1024 * 1024 + 13);
     assert!(
         DIRECT.load(std::sync::atomic::Ordering::Relaxed) > before,
         "direct path used"
@@ -511,7 +511,7 @@ fn zero_copy_runs_carry_the_same_bytes_through_partial_writes() {
 /// The copying path through partial writes, long enough to compact the transmit buffer.
 #[test]
 fn copied_frames_survive_partial_writes_and_compaction() {
-    partial_writes(false, 900 * 1024 + 5);
+    partial_writes(false, 2 * 1024 * 1024 + 5);
 }
 
 fn partial_writes(zero_copy: bool, n: usize) {
