@@ -275,13 +275,17 @@ impl Shared {
         r
     }
 
-    /// Like [`Shared::with_io`] but gives up if another thread holds the endpoint.
+    /// Like [`Shared::with_io`] but gives up if another thread holds the endpoint. `f`
+    /// returns whether anything moved; when nothing did, the engine produced no fact and no
+    /// new deadline, so the reporting step is skipped (the common case of a polling thread).
     fn try_with_io(&self, ep: &EpConn, f: impl FnOnce(&Shared, &mut Io) -> bool) -> bool {
         let Ok(mut io) = ep.io.try_lock() else {
             return false;
         };
         let r = f(self, &mut io);
-        self.finish(ep, io);
+        if r || io.backlog {
+            self.finish(ep, io);
+        }
         r
     }
 

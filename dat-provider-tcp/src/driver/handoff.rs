@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 
 use mio::Interest;
 
-use super::{EpConn, Pump, Shared, read};
+use super::{EpConn, Pump, Shared, lock, read};
 
 /// How often a stepped-back driver checks that the application still polls.
 pub(crate) const CHECK: Duration = Duration::from_micros(100);
@@ -28,13 +28,11 @@ impl Shared {
         last != 0 && self.nanos(now).saturating_sub(last) < POLLING.as_nanos() as u64
     }
 
-    /// Takes the endpoint's socket out of the poller (unless it is still connecting). If an
-    /// application thread holds the endpoint right now it is busy with it: leave it be (the
-    /// next event retries) rather than wait for its lock.
+    /// Takes the endpoint's socket out of the poller (unless it is still connecting). This
+    /// waits for the endpoint's lock (the polling thread usually holds it): once per hand-off,
+    /// not per message.
     pub(super) fn step_back(&self, ep: &EpConn) {
-        let Ok(mut io) = ep.io.try_lock() else {
-            return;
-        };
+        let mut io = lock(&ep.io);
         if io.registered && !io.connecting {
             if let Some(s) = io.sock.as_mut() {
                 let _ = self.registry.deregister(s);
