@@ -17,9 +17,9 @@ use mio::Interest;
 use super::{EpConn, Pump, Shared, lock, read};
 
 /// How often a stepped-back driver checks that the application still polls.
-pub(crate) const CHECK: Duration = Duration::from_micros(100);
+pub(crate) const CHECK: Duration = Duration::from_micros(50);
 /// An application that called `progress` this recently is polling.
-const POLLING: Duration = Duration::from_micros(100);
+const POLLING: Duration = Duration::from_micros(20);
 
 impl Shared {
     /// True if an application thread called `progress` within [`POLLING`] of `now`.
