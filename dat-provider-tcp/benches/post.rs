@@ -96,7 +96,15 @@ fn engine_pair(c: &mut Criterion) {
     });
 }
 
-fn loopback_pingpong(c: &mut Criterion) {
+fn loopback_polled(c: &mut Criterion) {
+    loopback_pingpong(c, false);
+}
+
+fn loopback_waited(c: &mut Criterion) {
+    loopback_pingpong(c, true);
+}
+
+fn loopback_pingpong(c: &mut Criterion, use_wait: bool) {
     let text = "version = 1\n[[ia]]\nname = \"t\"\nprovider = \"tcp\"\nparams = { address = \"127.0.0.1\" }\n";
     let cfg = parse_toml(text, Source::Embedded, &["tcp"]).unwrap();
     let reg = dat::Registry::new(cfg, vec![Arc::new(TcpProvider::new())]);
@@ -148,7 +156,12 @@ fn loopback_pingpong(c: &mut Criterion) {
     let echo = std::thread::spawn(move || {
         let (_ia, _pz, dto, _c, _cr, ep, lmr) = b;
         while !stop2.load(std::sync::atomic::Ordering::Relaxed) {
-            let Ok(ev) = dto.dequeue() else { continue };
+            let got = if use_wait {
+                dto.wait(Timeout(1000), 1).map(|(ev, _)| ev)
+            } else {
+                dto.dequeue()
+            };
+            let Ok(ev) = got else { continue };
             if let EventData::Dto(c) = ev.data
                 && c.operation == dat::types::DtoOp::Receive
             {
@@ -159,12 +172,22 @@ fn loopback_pingpong(c: &mut Criterion) {
             }
         }
     });
-    c.bench_function("loopback 8B ping-pong (polled, round trip)", |bch| {
+    let name = if use_wait {
+        "loopback 8B ping-pong (dat_evd_wait, round trip)"
+    } else {
+        "loopback 8B ping-pong (polled, round trip)"
+    };
+    c.bench_function(name, |bch| {
         bch.iter(|| {
             a.5.post_recv(&[a.6.triplet(0, 8)], Cookie(0), CompletionFlags::DEFAULT).unwrap();
             a.5.post_send(&[a.6.triplet(8, 8)], Cookie(1), CompletionFlags::SUPPRESS).unwrap();
             loop {
-                if let Ok(ev) = a.2.dequeue()
+                let got = if use_wait {
+                    a.2.wait(t, 1).map(|(ev, _)| ev)
+                } else {
+                    a.2.dequeue()
+                };
+                if let Ok(ev) = got
                     && matches!(ev.data, EventData::Dto(c) if c.operation == dat::types::DtoOp::Receive)
                 {
                     break;
@@ -172,12 +195,15 @@ fn loopback_pingpong(c: &mut Criterion) {
             }
         })
     });
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    echo.join().unwrap();
+    if use_wait {
+        return;
+    }
     // 1 MiB RDMA writes, eight in flight, completions polled.
     let src = a.1.alloc(1 << 20, MemPriv::ALL).unwrap();
     let mut g = c.benchmark_group("stream");
     g.throughput(criterion::Throughput::Bytes(1 << 20));
-    stop.store(true, std::sync::atomic::Ordering::Relaxed);
-    echo.join().unwrap();
     let remote = b_target.rmr_triplet(0, 1 << 20);
     let mut inflight = 0u32;
     let mut cookie = 0u64;
@@ -205,5 +231,5 @@ fn loopback_pingpong(c: &mut Criterion) {
     g.finish();
 }
 
-criterion_group!(benches, engine_pair, loopback_pingpong);
+criterion_group!(benches, engine_pair, loopback_polled, loopback_waited);
 criterion_main!(benches);

@@ -13,7 +13,7 @@
 //! engine lock is released, keeps them in the engine's order whichever thread delivers.
 
 use std::collections::HashMap;
-use std::io::{ErrorKind, Read, Write};
+use std::io::{ErrorKind, Read};
 use std::net::{Shutdown, SocketAddr};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError, RwLock, RwLockReadGuard};
@@ -27,16 +27,21 @@ use socket2::{Domain, Protocol, Socket, TcpKeepalive, Type};
 
 use crate::engine::{Engine, Event, IncomingRequest, SharedSrq, TransportError};
 use crate::params::TcpParams;
-use crate::wire::MAX_FRAME;
 
 mod handoff;
 mod passive;
+mod vectored;
 
-/// Receive buffer of a connection: several frames, so one read can bring many.
-const RX_BUF: usize = 4 * MAX_FRAME;
+/// Receive buffer of a connection. Every frame the engine waits for in full is small
+/// (control frames, data pieces under [`crate::engine::ZERO_COPY_MIN`]); larger pieces are
+/// executed from their start and their payload read straight into registered memory.
+const RX_BUF: usize = 256 * 1024;
 /// How long a closed connection waits for the peer's end of stream before dropping it.
 const LINGER: Duration = Duration::from_secs(2);
 const WAKER: Token = Token(0);
+/// Rounds of read/execute/write per pump: a peer that sends without pause cannot keep one
+/// thread (an application's `progress`, or the driver away from its other sockets) forever.
+const PUMP_BUDGET: usize = 32;
 
 pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(PoisonError::into_inner)
@@ -73,6 +78,8 @@ pub(crate) struct Io {
     rx_len: usize,
     /// The socket is registered with the poller (see the `handoff` module).
     registered: bool,
+    /// A pump stopped at its budget with bytes possibly still waiting.
+    backlog: bool,
 }
 
 impl Io {
@@ -102,6 +109,8 @@ pub(crate) struct EpConn {
     deadline: AtomicU64,
     /// An incoming send waits for a receive.
     pub(crate) parked: AtomicBool,
+    /// A pump left work behind: the driver must pump again (see [`PUMP_BUDGET`]).
+    backlog: AtomicBool,
 }
 
 /// A passive socket between accept(2) and the consumer's accept or reject.
@@ -154,6 +163,8 @@ pub(crate) struct Shared {
     stop: AtomicBool,
     /// When an application thread last called [`Shared::progress`] (ns since `epoch`).
     last_progress: AtomicU64,
+    /// Some endpoint has its `backlog` flag set.
+    any_backlog: AtomicBool,
 }
 
 /// Maps an I/O error of a connection to what the engine should hear.
@@ -193,6 +204,7 @@ impl Shared {
             next_cr: AtomicUsize::new(1),
             stop: AtomicBool::new(false),
             last_progress: AtomicU64::new(0),
+            any_backlog: AtomicBool::new(false),
         });
         Ok((shared, poll))
     }
@@ -219,11 +231,13 @@ impl Shared {
                 rx: Vec::new(),
                 rx_len: 0,
                 registered: false,
+                backlog: false,
             }),
             deliver: Mutex::new(Vec::with_capacity(64)),
             srq: Mutex::new(srq),
             deadline: AtomicU64::new(u64::MAX),
             parked: AtomicBool::new(false),
+            backlog: AtomicBool::new(false),
         });
         write(&self.entries).insert(ep.token, Entry::Ep(ep.clone()));
         let mut eps = write(&self.eps);
@@ -261,18 +275,29 @@ impl Shared {
         r
     }
 
-    /// Like [`Shared::with_io`] but gives up if another thread holds the endpoint.
+    /// Like [`Shared::with_io`] but gives up if another thread holds the endpoint. `f`
+    /// returns whether anything moved; when nothing did, the engine produced no fact and no
+    /// new deadline, so the reporting step is skipped (the common case of a polling thread).
     fn try_with_io(&self, ep: &EpConn, f: impl FnOnce(&Shared, &mut Io) -> bool) -> bool {
         let Ok(mut io) = ep.io.try_lock() else {
             return false;
         };
         let r = f(self, &mut io);
-        self.finish(ep, io);
+        if r || io.backlog {
+            self.finish(ep, io);
+        }
         r
     }
 
     fn finish(&self, ep: &EpConn, mut io: MutexGuard<'_, Io>) {
         ep.parked.store(io.engine.is_parked(), Ordering::Relaxed);
+        if std::mem::take(&mut io.backlog) {
+            // Edge-triggered readiness will not report these bytes again: hand them to the
+            // driver.
+            ep.backlog.store(true, Ordering::Release);
+            self.any_backlog.store(true, Ordering::Release);
+            let _ = self.waker.wake();
+        }
         let d = io.engine.poll_timeout().map_or(u64::MAX, |d| {
             u64::try_from(d.saturating_duration_since(self.epoch).as_nanos())
                 .unwrap_or(u64::MAX - 1)
@@ -302,7 +327,7 @@ impl Shared {
         io.engine
             .set_ack_clock((mode != Pump::Serve).then_some(now));
         let mut any = false;
-        loop {
+        for _ in 0..PUMP_BUDGET {
             let mut moved = false;
             if io.connecting {
                 match self.check_connected(io) {
@@ -323,11 +348,8 @@ impl Shared {
             // Write what the engine has.
             if let Some(sock) = io.sock.as_mut().filter(|_| !io.connecting) {
                 loop {
-                    let out = io.engine.poll_transmit();
-                    if out.is_empty() {
-                        break;
-                    }
-                    match sock.write(out) {
+                    match vectored::write_queued(sock, &mut io.engine) {
+                        Ok(0) => break,
                         Ok(n) => {
                             io.engine.advance_transmit(n);
                             moved = true;
@@ -351,8 +373,24 @@ impl Shared {
                 && !io.connecting
                 && let Some(sock) = io.sock.as_mut()
             {
-                match sock.read(&mut io.rx[io.rx_len..]) {
-                    Ok(0) => {
+                // A large payload arriving with nothing buffered goes straight to memory.
+                let direct = if io.rx_len == 0 {
+                    io.engine
+                        .rx_direct()
+                        .and_then(|(seg, off, len)| vectored::direct_target(seg, off, len))
+                } else {
+                    None
+                };
+                let got = match direct {
+                    Some((ptr, len)) => vectored::read_direct(sock, ptr, len).map(|n| (n, true)),
+                    None => sock.read(&mut io.rx[io.rx_len..]).map(|n| (n, false)),
+                };
+                match got {
+                    Ok((n, true)) if n > 0 => {
+                        io.engine.rx_direct_done(now, n);
+                        moved = true;
+                    }
+                    Ok((0, _)) => {
                         io.engine.handle_transport_error(TransportError::Lost);
                         io.rx_len = 0;
                         if let Some(s) = io.sock.take() {
@@ -360,7 +398,7 @@ impl Shared {
                         }
                         moved = true;
                     }
-                    Ok(n) => {
+                    Ok((n, _)) => {
                         if io.engine.is_closed() {
                             // Nothing more to execute: discard.
                         } else {
@@ -394,6 +432,8 @@ impl Shared {
             }
             any = true;
         }
+        io.backlog = true;
+        any
     }
 
     /// An active connect: `Some(true)` when connected, `Some(false)` still in progress,
@@ -600,6 +640,14 @@ impl Shared {
             if passive && !polling {
                 self.take_over(now);
                 passive = false;
+            }
+            if self.any_backlog.swap(false, Ordering::AcqRel) {
+                let eps = read(&self.snapshot).clone();
+                for ep in eps.iter() {
+                    if ep.backlog.swap(false, Ordering::AcqRel) {
+                        self.with_io(ep, |sh, io| sh.pump(io, now, Pump::Serve));
+                    }
+                }
             }
             self.fire_timers(now);
         }

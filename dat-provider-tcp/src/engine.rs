@@ -39,6 +39,13 @@ use dat_core::types::{DtoStatus, PzId};
 use crate::wire::{Decoded, Frame, WireError};
 
 mod data;
+mod txq;
+
+pub use txq::TxPiece;
+use txq::TxQueue;
+
+/// Smallest payload piece queued by reference in zero-copy mode.
+pub const ZERO_COPY_MIN: usize = 16 * 1024;
 
 /// A shared receive queue as engines see it: receives in posting order.
 pub type SharedSrq = Arc<Mutex<VecDeque<WorkRequest>>>;
@@ -163,6 +170,27 @@ enum RxCur {
     },
 }
 
+/// What a payload being streamed belongs to.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Streaming {
+    Send,
+    Write,
+    ReadResp,
+}
+
+/// The rest of a data piece's payload, still to arrive (zero-copy receive).
+#[derive(Clone, Copy, Debug)]
+struct RxStream {
+    kind: Streaming,
+    msn: u32,
+    total: u32,
+    flags: u8,
+    /// Message position of the next byte.
+    at: u64,
+    /// Payload bytes still to come.
+    left: usize,
+}
+
 /// An RDMA read we answer, piece by piece.
 struct ReadResp {
     msn: u32,
@@ -190,8 +218,9 @@ pub struct Engine {
     cfg: EngineConfig,
     state: State,
     events: VecDeque<Event>,
-    tx: Vec<u8>,
-    tx_pos: usize,
+    txq: TxQueue,
+    /// Large payloads are queued by reference ([`Engine::poll_transmit_pieces`]).
+    zero_copy: bool,
     /// Receives posted on the endpoint (not used with an SRQ), in posting order.
     recvs: VecDeque<WorkRequest>,
     // Requester.
@@ -208,6 +237,7 @@ pub struct Engine {
     processed: u32,
     ack_sent: u32,
     rx_cur: Option<RxCur>,
+    rx_stream: Option<RxStream>,
     responses: VecDeque<ReadResp>,
     rnr_deadline: Option<Instant>,
     parked_msn: Option<u32>,
@@ -224,8 +254,8 @@ impl Engine {
             cfg,
             state: State::Idle,
             events: VecDeque::new(),
-            tx: Vec::with_capacity(4096),
-            tx_pos: 0,
+            txq: TxQueue::default(),
+            zero_copy: false,
             recvs: VecDeque::new(),
             outstanding: VecDeque::new(),
             next_msn: 1,
@@ -237,6 +267,7 @@ impl Engine {
             processed: 0,
             ack_sent: 0,
             rx_cur: None,
+            rx_stream: None,
             responses: VecDeque::new(),
             rnr_deadline: None,
             parked_msn: None,
@@ -247,7 +278,7 @@ impl Engine {
 
     /// Chooses how bare acknowledgements go out. `None` (the default): as soon as there is
     /// something to acknowledge. `Some(now)`: only piggy-backed on other frames, unless
-    /// [`ACK_EVERY`] requests wait or the oldest has waited [`ACK_DELAY`] at `now`. An
+    /// eight requests wait or the oldest has waited 20 µs at `now`. An
     /// application thread that polls uses the delayed mode (its reply usually carries the
     /// ack); the driver thread acknowledges at once, so an ack is never held indefinitely.
     pub fn set_ack_clock(&mut self, clock: Option<Instant>) {
@@ -289,12 +320,14 @@ impl Engine {
     pub fn reset(&mut self) {
         let recvs = std::mem::take(&mut self.recvs);
         let events = std::mem::take(&mut self.events);
-        let mut tx = std::mem::take(&mut self.tx);
-        tx.clear();
+        let mut txq = std::mem::take(&mut self.txq);
+        txq.clear();
+        let zero_copy = self.zero_copy;
         *self = Engine::new(self.cfg.clone());
         self.recvs = recvs;
         self.events = events;
-        self.tx = tx;
+        self.txq = txq;
+        self.zero_copy = zero_copy;
     }
 
     /// Starts an active connection: queues the request. `deadline` is the consumer's
@@ -307,7 +340,7 @@ impl Engine {
             qual,
             private_data,
         }
-        .emit(0, &mut self.tx);
+        .emit(0, &mut self.txq.buf);
     }
 
     /// Accepts a request read with [`parse_request`] on this engine's endpoint: queues the
@@ -319,7 +352,7 @@ impl Engine {
             rnr_timeout_ms: duration_ms(self.cfg.rnr_timeout),
             private_data,
         }
-        .emit(0, &mut self.tx);
+        .emit(0, &mut self.txq.buf);
     }
 
     /// Tears the connection down (graceful and abrupt alike): a connected engine queues a
@@ -327,7 +360,7 @@ impl Engine {
     /// flushes what is outstanding. Completions that succeeded were reported before.
     pub fn disconnect(&mut self) {
         if matches!(self.state, State::Accepting | State::Connected) {
-            Frame::Disconnect.emit(self.processed, &mut self.tx);
+            Frame::Disconnect.emit(self.processed, &mut self.txq.buf);
         } else {
             self.drop_tx();
         }
@@ -369,8 +402,49 @@ impl Engine {
         let mut used = 0;
         while !self.is_closed() {
             let rest = input.get(used..).unwrap_or_default();
+            if self.rx_stream.is_some() {
+                if rest.is_empty() {
+                    break;
+                }
+                let before = self.rx_stream.map_or(0, |s| s.left);
+                self.stream_place(now, rest);
+                used += before.min(rest.len());
+                continue;
+            }
             match Frame::parse(rest) {
-                Ok(None) => break,
+                Ok(None) => {
+                    // The start of a large data piece: execute it now and let the rest of
+                    // its payload stream in (straight into memory through `rx_direct`).
+                    if !self.zero_copy {
+                        break;
+                    }
+                    if self.state != State::Connected {
+                        // A data piece outside a connection is unexpected: say so now rather
+                        // than wait for a payload that may never fit.
+                        if let Ok(Some(p)) = Frame::parse_partial(rest) {
+                            self.protocol_error(&WireError::Kind(p.frame.kind() as u8));
+                        }
+                        break;
+                    }
+                    match Frame::parse_partial(rest) {
+                        Ok(Some(p)) if p.payload_len >= ZERO_COPY_MIN => {
+                            match self.handle_partial(now, p.frame, p.ack, p.payload_len) {
+                                Flow::Next => {
+                                    used += p.len;
+                                    continue;
+                                }
+                                Flow::Park => break,
+                                Flow::Stop => {
+                                    used += p.len;
+                                    break;
+                                }
+                            }
+                        }
+                        Ok(_) => {}
+                        Err(e) => self.protocol_error(&e),
+                    }
+                    break;
+                }
                 Err(e) => {
                     self.protocol_error(&e);
                     break;
@@ -400,7 +474,7 @@ impl Engine {
             ) => {
                 self.peer_rnr = Duration::from_millis(u64::from(rnr_timeout_ms));
                 self.state = State::Connected;
-                Frame::Rtu.emit(0, &mut self.tx);
+                Frame::Rtu.emit(0, &mut self.txq.buf);
                 self.events.push_back(Event::Cm(CmFact::Established {
                     private_data: private_data.into(),
                 }));
@@ -426,7 +500,7 @@ impl Engine {
                     self.protocol_error(&e);
                     return Flow::Stop;
                 }
-                match self.handle_data(now, f) {
+                match self.handle_data(now, f, None) {
                     Ok(flow) => flow,
                     Err(e) => {
                         self.protocol_error(&e);
@@ -439,6 +513,37 @@ impl Engine {
                 Flow::Stop
             }
         }
+    }
+
+    /// The start of a data piece while connected (see [`Engine::handle_input`]).
+    fn handle_partial(&mut self, now: Instant, frame: Frame<'_>, ack: u32, whole: usize) -> Flow {
+        if let Err(e) = self.on_ack(ack) {
+            self.protocol_error(&e);
+            return Flow::Stop;
+        }
+        match self.handle_data(now, frame, Some(whole)) {
+            Ok(flow) => flow,
+            Err(e) => {
+                self.protocol_error(&e);
+                Flow::Stop
+            }
+        }
+    }
+
+    /// Where the next incoming payload bytes belong when a large piece is arriving and the
+    /// caller has no buffered input left: `len` bytes of `seg` from `off`. The driver reads
+    /// the socket straight into that memory and reports the count with
+    /// [`Engine::rx_direct_done`].
+    pub fn rx_direct(&self) -> Option<(&Segment, usize, usize)> {
+        if self.state != State::Connected {
+            return None;
+        }
+        self.stream_dest()
+    }
+
+    /// `n` bytes were read straight into the memory [`Engine::rx_direct`] named.
+    pub fn rx_direct_done(&mut self, now: Instant, n: usize) {
+        self.stream_advance(now, n);
     }
 
     /// The stream under the connection failed.
@@ -497,16 +602,34 @@ impl Engine {
 
     /// Bytes to write to the socket (empty when there are none). Generates data frames up
     /// to a high-water mark; call [`Engine::advance_transmit`] with what was written.
+    /// Payloads queued by reference are copied here; [`Engine::poll_transmit_pieces`] avoids
+    /// that.
     pub fn poll_transmit(&mut self) -> &[u8] {
         if self.state == State::Connected {
             self.fill_tx();
         }
-        self.tx.get(self.tx_pos..).unwrap_or_default()
+        self.txq.contiguous()
+    }
+
+    /// The bytes to write as runs, for a vectored write: frame bytes, and (with
+    /// [`Engine::set_zero_copy`]) large payloads as ranges of registered memory. Call
+    /// [`Engine::advance_transmit`] with what was written.
+    pub fn poll_transmit_pieces(&mut self) -> impl Iterator<Item = TxPiece<'_>> {
+        if self.state == State::Connected {
+            self.fill_tx();
+        }
+        self.txq.pieces()
+    }
+
+    /// Queues payloads of at least [`ZERO_COPY_MIN`] bytes by reference instead of copying
+    /// them into the transmit buffer.
+    pub fn set_zero_copy(&mut self, on: bool) {
+        self.zero_copy = on;
     }
 
     /// True if [`Engine::poll_transmit`] would return bytes.
     pub fn wants_transmit(&self) -> bool {
-        self.tx_pos < self.tx.len()
+        !self.txq.is_empty()
             || (self.state == State::Connected
                 && (self.tx_idx < self.outstanding.len()
                     || !self.responses.is_empty()
@@ -515,19 +638,11 @@ impl Engine {
 
     /// Marks `n` bytes of [`Engine::poll_transmit`] as written.
     pub fn advance_transmit(&mut self, n: usize) {
-        self.tx_pos = self.tx_pos.saturating_add(n).min(self.tx.len());
-        if self.tx_pos == self.tx.len() {
-            self.tx.clear();
-            self.tx_pos = 0;
-        } else if self.tx_pos > TX_HIGH_WATER {
-            self.tx.drain(..self.tx_pos);
-            self.tx_pos = 0;
-        }
+        self.txq.advance(n);
     }
 
     fn drop_tx(&mut self) {
-        self.tx.clear();
-        self.tx_pos = 0;
+        self.txq.clear();
     }
 
     fn fail_connect(&mut self, fact: CmFact) {
@@ -547,7 +662,7 @@ impl Engine {
             msn,
             status: status as u32,
         }
-        .emit(self.processed, &mut self.tx);
+        .emit(self.processed, &mut self.txq.buf);
         self.terminate(CmFact::Broken);
     }
 
@@ -558,6 +673,7 @@ impl Engine {
         self.rnr_deadline = None;
         self.parked_msn = None;
         self.responses.clear();
+        self.rx_stream = None;
         self.events.push_back(Event::Cm(fact));
         for p in std::mem::take(&mut self.outstanding) {
             self.flush_one(&p.wr);

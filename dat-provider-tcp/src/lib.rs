@@ -8,7 +8,29 @@
 //! * [`wire`]: the frame format; the parser validates lengths first and never panics.
 //! * [`engine`]: the sans-IO protocol engine of one connection, tested with a virtual clock.
 //! * `driver`: the only code doing I/O (mio + socket2) and the per-IA driver thread.
-//! * [`params`]: the registry `params` and how connection qualifiers map to TCP ports.
+//! * [`params`]: the registry `params` and how connection qualifiers map to TCP ports
+//!   (qualifier `q` is TCP port `port_base + q`; `port_base` defaults to 0).
+//!
+//! # Threads and progress
+//! Each IA has one driver thread. It sleeps in `epoll_wait` until a socket, a deadline (a
+//! connect timeout, a receiver-not-ready timeout) or a new socket needs it, and serves the
+//! target side of one-sided operations, connection requests and dead peers while the
+//! application sleeps. Application threads do the rest themselves: a post writes its frames
+//! to the socket from the caller's thread, and a thread spinning in `dat_evd_wait` or
+//! `dat_evd_dequeue` reads and executes incoming frames through
+//! `Transport::progress`. While an application
+//! thread polls, the driver takes the sockets out of `epoll` so that it is not woken for every
+//! message, and takes them back when the polling stops.
+//!
+//! # Semantics
+//! As InfiniBand RC: completions in posting order; a send waits at the target for a receive
+//! (back-pressure) up to the requester's `rnr_timeout_ms`, then
+//! `DAT_DTO_ERR_RECEIVER_NOT_READY`; a receive too small is `DAT_DTO_ERR_LOCAL_LENGTH` (the
+//! requester gets `DAT_DTO_ERR_REMOTE_RESPONDER`); an incoming RDMA is checked against the
+//! memory table (rkey, protection zone, bounds, privileges) before any byte moves, else
+//! `DAT_DTO_ERR_REMOTE_ACCESS` at the requester; each of these breaks both sides. A lost peer
+//! or a malformed frame breaks that connection only. After the terminal fact everything
+//! outstanding is flushed, requests first, then receives, each in posting order.
 //!
 //! ```no_run
 //! use std::sync::Arc;

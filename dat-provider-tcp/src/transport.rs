@@ -82,12 +82,13 @@ impl Transport for TcpIa {
         if read(&self.shared.eps).len() >= self.params().max_eps as usize {
             return Err(DatError::resources(Subtype::ResourceTep));
         }
-        let engine = Engine::new(EngineConfig {
+        let mut engine = Engine::new(EngineConfig {
             mem: self.shared.mem.clone(),
             pz: cfg.pz,
             srq: self.srq(cfg.srq),
             rnr_timeout: self.params().rnr_timeout,
         });
+        engine.set_zero_copy(true);
         self.shared.add_ep(ep, engine, upcalls, cfg.srq);
         Ok(())
     }

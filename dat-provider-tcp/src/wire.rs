@@ -27,7 +27,7 @@ use std::fmt;
 /// Header length in bytes.
 pub const HEADER_LEN: usize = 12;
 /// Largest payload of one data frame.
-pub const MAX_CHUNK: usize = 64 * 1024;
+pub const MAX_CHUNK: usize = 1024 * 1024;
 /// Largest private data of a connection request, accept or reject (advertised as
 /// `max_private_data_size`).
 pub const MAX_PRIVATE_DATA: usize = 1024;
@@ -211,6 +211,19 @@ pub enum Frame<'a> {
     Keepalive,
 }
 
+/// The start of a data frame whose payload is still arriving (see [`Frame::parse_partial`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Partial<'a> {
+    /// The frame, its payload being the bytes present so far.
+    pub frame: Frame<'a>,
+    /// The cumulative acknowledgement of the header.
+    pub ack: u32,
+    /// Bytes of input used: header, fixed fields and the payload present.
+    pub len: usize,
+    /// The length of the whole payload.
+    pub payload_len: usize,
+}
+
 /// A decoded frame with its header's acknowledgement.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Decoded<'a> {
@@ -256,6 +269,27 @@ impl<'a> Frame<'a> {
     /// [`WireError`] for anything a correct peer never sends; the caller breaks the
     /// connection.
     pub fn parse(input: &'a [u8]) -> Result<Option<Decoded<'a>>, WireError> {
+        Ok(Frame::decode(input, false)?.map(|(d, _)| d))
+    }
+
+    /// Decodes the start of a data frame (send, RDMA write, read response) whose payload has
+    /// not fully arrived: the header and fixed fields are complete and validated exactly as
+    /// [`Frame::parse`] does, the frame's payload is the part present, and
+    /// [`Partial::payload_len`] says how long the whole payload is. Returns `Ok(None)` until
+    /// the fixed fields are complete, and for every other kind of frame.
+    ///
+    /// # Errors
+    /// As [`Frame::parse`].
+    pub fn parse_partial(input: &'a [u8]) -> Result<Option<Partial<'a>>, WireError> {
+        Ok(Frame::decode(input, true)?.map(|(d, payload_len)| Partial {
+            frame: d.frame,
+            ack: d.ack,
+            len: d.len,
+            payload_len,
+        }))
+    }
+
+    fn decode(input: &'a [u8], partial: bool) -> Result<Option<(Decoded<'a>, usize)>, WireError> {
         let (Some(&k), Some(&flags), Some(rsv), Some(body_len), Some(ack)) = (
             input.first(),
             input.get(1),
@@ -288,10 +322,23 @@ impl<'a> Frame<'a> {
         if flags & !allowed != 0 {
             return Err(WireError::Flags(flags));
         }
-        let Some(body) = input.get(HEADER_LEN..HEADER_LEN + len) else {
-            return Ok(None);
+        let body = if partial {
+            if !data_kind {
+                return Ok(None);
+            }
+            let end = input.len().min(HEADER_LEN + len);
+            match input.get(HEADER_LEN..end) {
+                Some(b) if b.len() >= fixed => b,
+                _ => return Ok(None),
+            }
+        } else {
+            let Some(b) = input.get(HEADER_LEN..HEADER_LEN + len) else {
+                return Ok(None);
+            };
+            b
         };
         let var_part = body.get(fixed..).unwrap_or_default();
+        let payload_len = len - fixed;
         let f = |at| u32_at(body, at).ok_or(WireError::Field("truncated"));
         let frame = match kind {
             Kind::ConnReq => {
@@ -356,21 +403,24 @@ impl<'a> Frame<'a> {
                 | Frame::ReadResp { total, .. } => total,
                 _ => 0,
             };
-            if u64::try_from(var_part.len()).unwrap_or(u64::MAX) > u64::from(total) {
+            if u64::try_from(payload_len).unwrap_or(u64::MAX) > u64::from(total) {
                 return Err(WireError::Field("payload longer than the message"));
             }
-            if var_part.is_empty() && total != 0 {
+            if payload_len == 0 && total != 0 {
                 return Err(WireError::Field("empty piece"));
             }
             if flags & (FIRST | LAST) == LAST && total == 0 {
                 return Err(WireError::Field("zero-length message in pieces"));
             }
         }
-        Ok(Some(Decoded {
-            frame,
-            ack,
-            len: HEADER_LEN + len,
-        }))
+        Ok(Some((
+            Decoded {
+                frame,
+                ack,
+                len: HEADER_LEN + body.len(),
+            },
+            payload_len,
+        )))
     }
 
     /// The kind of this frame.

@@ -207,3 +207,143 @@ fn hostile_bytes_break_only_their_own_connection() {
     ok(&b.dto(), 5, DtoOp::Receive, 4);
     ok(&a.dto(), 6, DtoOp::Send, 4);
 }
+
+#[test]
+fn abort_a_pending_connect_and_reuse_the_endpoint() {
+    let a = Node::new();
+    let b = Node::new();
+    let sp = b.listen();
+    a.connect(&b, sp.conn_qual(), b"one");
+    let _cr = b.next_cr();
+    a.ep.disconnect(dat::types::CloseFlags::Abrupt).unwrap();
+    assert_eq!(a.conn_event().0, EventNumber::Disconnected);
+    a.ep.reset().unwrap();
+    a.connect(&b, sp.conn_qual(), b"two");
+    let cr = b.next_cr();
+    assert_eq!(&*cr.query().unwrap().private_data, b"two");
+    cr.accept(Some(&b.ep), b"").unwrap();
+    assert_eq!(a.conn_event().0, EventNumber::Established);
+}
+
+#[test]
+fn accepting_a_request_whose_requester_left_fails_cleanly() {
+    let a = Node::new();
+    let b = Node::new();
+    let sp = b.listen();
+    a.connect(&b, sp.conn_qual(), b"bye");
+    let cr = b.next_cr();
+    // The requester goes away before the answer.
+    a.ep.free().unwrap_or(());
+    drop(a);
+    std::thread::sleep(std::time::Duration::from_millis(50));
+    match cr.accept(Some(&b.ep), b"") {
+        // Either the transport saw the requester leave (INVALID_ADDRESS)...
+        Err(e) => assert_eq!(e.kind(), ErrorType::InvalidAddress),
+        // ...or the accept raced ahead and the passive side learns it from the stream.
+        Ok(()) => {
+            let (n, _) = b.conn_event();
+            assert!(
+                n == EventNumber::AcceptCompletionError || n == EventNumber::Disconnected,
+                "{n:?}"
+            );
+        }
+    }
+}
+
+#[test]
+fn broken_endpoints_reset_and_connect_again() {
+    let (a, b) = pair();
+    let src = a.alloc(4);
+    let mut bad = b.alloc(4).rmr_triplet(0, 4);
+    bad.rmr_context ^= 1;
+    a.ep.post_rdma_write(
+        &[src.triplet(0, 4)],
+        Cookie(1),
+        bad,
+        CompletionFlags::DEFAULT,
+    )
+    .unwrap();
+    assert_eq!(a.dto().status, DtoStatus::RemoteAccess);
+    assert_eq!(a.conn_event().0, EventNumber::Broken);
+    assert_eq!(b.conn_event().0, EventNumber::Broken);
+    a.ep.reset().unwrap();
+    b.ep.reset().unwrap();
+    pair_with(&a, &b, b"again", b"ok");
+    let d = b.alloc(4);
+    b.post_recv(&d, 0, 4, 2);
+    a.ep.post_send(&[src.triplet(0, 4)], Cookie(3), CompletionFlags::DEFAULT)
+        .unwrap();
+    ok(&b.dto(), 2, DtoOp::Receive, 4);
+}
+
+#[test]
+fn many_endpoints_on_one_ia_progress_independently() {
+    let a = Node::new();
+    let b = Node::new();
+    let sp = b.listen();
+    let mut pairs = Vec::new();
+    for i in 0..8u8 {
+        let ea =
+            a.ia.create_ep(&EpParams {
+                pz: Some(&a.pz),
+                recv_evd: Some(&a.dto),
+                request_evd: Some(&a.dto),
+                connect_evd: Some(&a.conn),
+                srq: None,
+                attr: None,
+            })
+            .unwrap();
+        let eb =
+            b.ia.create_ep(&EpParams {
+                pz: Some(&b.pz),
+                recv_evd: Some(&b.dto),
+                request_evd: Some(&b.dto),
+                connect_evd: Some(&b.conn),
+                srq: None,
+                attr: None,
+            })
+            .unwrap();
+        ea.connect(
+            b.ia.attr().ia_address,
+            sp.conn_qual(),
+            wait_t(),
+            &[i],
+            Qos::BestEffort,
+            dat::ConnectFlags::Default,
+        )
+        .unwrap();
+        let cr = b.next_cr();
+        assert_eq!(&*cr.query().unwrap().private_data, &[i]);
+        cr.accept(Some(&eb), &[]).unwrap();
+        assert_eq!(a.conn_event().0, EventNumber::Established);
+        assert_eq!(b.conn_event().0, EventNumber::Established);
+        pairs.push((ea, eb));
+    }
+    let src = a.alloc(8);
+    let dst = b.alloc(64);
+    for (i, (ea, eb)) in pairs.iter().enumerate() {
+        eb.post_recv(
+            &[dst.triplet(8 * i as u64, 8)],
+            Cookie(i as u64),
+            CompletionFlags::DEFAULT,
+        )
+        .unwrap();
+        src.write(0, &[i as u8; 8]).unwrap();
+        ea.post_send(
+            &[src.triplet(0, 8)],
+            Cookie(i as u64),
+            CompletionFlags::DEFAULT,
+        )
+        .unwrap();
+        let c = b.dto();
+        assert_eq!(
+            (c.ep, c.cookie, c.status),
+            (eb.id(), Cookie(i as u64), DtoStatus::Success)
+        );
+        assert_eq!(a.dto().status, DtoStatus::Success);
+    }
+    let got = dst.to_vec();
+    for i in 0..8 {
+        assert!(got[8 * i..8 * i + 8].iter().all(|&x| x == i as u8));
+    }
+}

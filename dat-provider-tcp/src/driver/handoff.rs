@@ -17,9 +17,9 @@ use mio::Interest;
 use super::{EpConn, Pump, Shared, lock, read};
 
 /// How often a stepped-back driver checks that the application still polls.
-pub(crate) const CHECK: Duration = Duration::from_micros(100);
+pub(crate) const CHECK: Duration = Duration::from_micros(50);
 /// An application that called `progress` this recently is polling.
-const POLLING: Duration = Duration::from_micros(30);
+const POLLING: Duration = Duration::from_micros(20);
 
 impl Shared {
     /// True if an application thread called `progress` within [`POLLING`] of `now`.
@@ -28,7 +28,9 @@ impl Shared {
         last != 0 && self.nanos(now).saturating_sub(last) < POLLING.as_nanos() as u64
     }
 
-    /// Takes the endpoint's socket out of the poller (unless it is still connecting).
+    /// Takes the endpoint's socket out of the poller (unless it is still connecting). This
+    /// waits for the endpoint's lock (the polling thread usually holds it): once per hand-off,
+    /// not per message.
     pub(super) fn step_back(&self, ep: &EpConn) {
         let mut io = lock(&ep.io);
         if io.registered && !io.connecting {

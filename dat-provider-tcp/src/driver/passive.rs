@@ -14,6 +14,10 @@ use mio::net::TcpListener;
 use super::{Entry, EpConn, Io, Listener, Pending, Shared, lock, write};
 use crate::engine::parse_request;
 
+/// Largest connection request (header, fixed fields, private data); more bytes before the
+/// consumer's answer mean a broken requester.
+const MAX_REQUEST: usize = crate::wire::HEADER_LEN + 16 + crate::wire::MAX_PRIVATE_DATA;
+
 impl Shared {
     /// Moves a pending passive socket to the endpoint that accepted it.
     pub(crate) fn adopt_pending(&self, p: &Pending, ep: &EpConn, io: &mut Io) -> bool {
@@ -138,7 +142,7 @@ impl Shared {
                     break;
                 }
                 Ok(n) => {
-                    if rx.len() + n > crate::wire::MAX_FRAME {
+                    if rx.len() + n > MAX_REQUEST {
                         gone = true;
                         break;
                     }

@@ -7,10 +7,39 @@ use dat_core::mem::{Segment, gather_at, scatter_at};
 use dat_core::provider::{CmFact, PostOp, WorkRequest};
 use dat_core::types::{CompletionFlags, DtoStatus, MemPriv};
 
+use super::txq::TxQueue;
 use super::{
-    ACK_DELAY, ACK_EVERY, Engine, Event, Flow, Pending, ReadResp, RxCur, TX_HIGH_WATER, seq_le,
+    ACK_DELAY, ACK_EVERY, Engine, Event, Flow, Pending, ReadResp, RxCur, RxStream, Streaming,
+    TX_HIGH_WATER, ZERO_COPY_MIN, seq_le,
 };
 use crate::wire::{DataHeader, FIRST, Frame, LAST, MAX_CHUNK, SOLICITED, WireError};
+
+/// Queues `n` bytes of the concatenation of `segs` from logical position `pos` by reference.
+/// Segments shorter than announced (impossible for resolved posts) are padded with zeros so
+/// the frame keeps its announced length.
+fn push_segments(txq: &mut TxQueue, segs: &[Segment], mut pos: u64, n: usize) {
+    let mut left = n;
+    for s in segs {
+        if left == 0 {
+            break;
+        }
+        let len = s.len_u64();
+        if pos >= len {
+            pos -= len;
+            continue;
+        }
+        let off = usize::try_from(pos).unwrap_or(usize::MAX);
+        let take = (s.len - off).min(left);
+        txq.push_mem(s, off, take);
+        left -= take;
+        pos = 0;
+    }
+    if left > 0 {
+        tracing::error!(left, "segments shorter than the message");
+        let at = txq.buf.len();
+        txq.buf.resize(at + left, 0);
+    }
+}
 
 fn bad(what: &'static str) -> WireError {
     WireError::Field(what)
@@ -63,14 +92,25 @@ impl Engine {
     }
 
     /// Handles a frame while connected.
-    pub(super) fn handle_data(&mut self, now: Instant, f: Frame<'_>) -> Result<Flow, WireError> {
+    /// `whole`: the length of the piece's whole payload when only its start is in `f`
+    /// (zero-copy receive; the rest is placed through [`Engine::rx_direct`] or later
+    /// input), `None` for a complete frame.
+    pub(super) fn handle_data(
+        &mut self,
+        now: Instant,
+        f: Frame<'_>,
+        whole: Option<usize>,
+    ) -> Result<Flow, WireError> {
+        let n_of = |payload: &[u8]| {
+            u32::try_from(whole.unwrap_or(payload.len())).map_err(|_| bad("piece length"))
+        };
         match f {
             Frame::Send {
                 msn,
                 total,
                 flags,
                 payload,
-            } => self.on_send(now, msn, total, flags, payload),
+            } => self.on_send(now, msn, total, flags, payload, n_of(payload)?),
             Frame::RdmaWrite {
                 msn,
                 total,
@@ -78,7 +118,10 @@ impl Engine {
                 addr,
                 flags,
                 payload,
-            } => self.on_write(now, msn, total, rkey, addr, flags, payload),
+            } => {
+                let n = n_of(payload)?;
+                self.on_write(now, (msn, total, rkey, addr, flags), payload, n)
+            }
             Frame::ReadReq {
                 msn,
                 len,
@@ -107,7 +150,7 @@ impl Engine {
                 total,
                 flags,
                 payload,
-            } => self.on_read_resp(msn, total, flags, payload),
+            } => self.on_read_resp(msn, total, flags, payload, n_of(payload)?),
             Frame::Ack | Frame::Keepalive => Ok(Flow::Next),
             Frame::Nak { msn, status } => {
                 self.on_nak(msn, status)?;
@@ -173,8 +216,8 @@ impl Engine {
         total: u32,
         flags: u8,
         payload: &[u8],
+        n: u32,
     ) -> Result<Flow, WireError> {
-        let n = u32::try_from(payload.len()).map_err(|_| bad("piece length"))?;
         if flags & FIRST != 0 {
             self.expect_new(msn)?;
             let Some(recv) = self.take_recv() else {
@@ -215,10 +258,19 @@ impl Engine {
         if *cur != msn || *t != total {
             return Err(bad("send piece of another message"));
         }
+        let start = *pos;
         if flags & FIRST == 0 {
-            scatter_at(&recv.segs, u64::from(*pos), payload);
+            scatter_at(&recv.segs, u64::from(start), payload);
         }
         self.advance_piece(n, total, flags)?;
+        if self.stream_rest(Streaming::Send, msn, total, flags, start, payload.len(), n) {
+            return Ok(Flow::Next);
+        }
+        self.finish_send(now, msn, total, flags);
+        Ok(Flow::Next)
+    }
+
+    fn finish_send(&mut self, now: Instant, msn: u32, total: u32, flags: u8) {
         if flags & LAST != 0 {
             if let Some(RxCur::Send { recv, .. }) = self.rx_cur.take() {
                 let mut c = recv.completion(DtoStatus::Success, total);
@@ -229,7 +281,34 @@ impl Engine {
             }
             self.executed(msn, now);
         }
-        Ok(Flow::Next)
+    }
+
+    /// When only `present` of the piece's `n` payload bytes (starting at message position
+    /// `start`) were in the input, records where the rest goes and returns true.
+    #[allow(clippy::too_many_arguments)]
+    fn stream_rest(
+        &mut self,
+        kind: Streaming,
+        msn: u32,
+        total: u32,
+        flags: u8,
+        start: u32,
+        present: usize,
+        n: u32,
+    ) -> bool {
+        let n = n as usize;
+        if present >= n {
+            return false;
+        }
+        self.rx_stream = Some(RxStream {
+            kind,
+            msn,
+            total,
+            flags,
+            at: u64::from(start) + present as u64,
+            left: n - present,
+        });
+        true
     }
 
     /// Advances the position of the message being received by a piece of `n` bytes, checking
@@ -250,18 +329,13 @@ impl Engine {
         Ok(())
     }
 
-    #[allow(clippy::too_many_arguments)]
     fn on_write(
         &mut self,
         now: Instant,
-        msn: u32,
-        total: u32,
-        rkey: u32,
-        addr: u64,
-        flags: u8,
+        (msn, total, rkey, addr, flags): (u32, u32, u32, u64, u8),
         payload: &[u8],
+        n: u32,
     ) -> Result<Flow, WireError> {
-        let n = u32::try_from(payload.len()).map_err(|_| bad("piece length"))?;
         if flags & FIRST != 0 {
             self.expect_new(msn)?;
             // The whole range is checked before the first byte lands.
@@ -291,17 +365,25 @@ impl Engine {
         if *cur != msn || *t != total {
             return Err(bad("write piece of another message"));
         }
+        let start = *pos;
         if let Some(seg) = seg {
-            let at = usize::try_from(*pos).map_err(|_| bad("offset"))?;
+            let at = usize::try_from(start).map_err(|_| bad("offset"))?;
             seg.copy_from(at, payload)
                 .map_err(|_| bad("write piece outside the region"))?;
         }
         self.advance_piece(n, total, flags)?;
+        if self.stream_rest(Streaming::Write, msn, total, flags, start, payload.len(), n) {
+            return Ok(Flow::Next);
+        }
+        self.finish_write(now, msn, flags);
+        Ok(Flow::Next)
+    }
+
+    fn finish_write(&mut self, now: Instant, msn: u32, flags: u8) {
         if flags & LAST != 0 {
             self.rx_cur = None;
             self.executed(msn, now);
         }
-        Ok(Flow::Next)
     }
 
     fn on_read_resp(
@@ -310,8 +392,8 @@ impl Engine {
         total: u32,
         flags: u8,
         payload: &[u8],
+        n: u32,
     ) -> Result<Flow, WireError> {
-        let n = u32::try_from(payload.len()).map_err(|_| bad("piece length"))?;
         let front = self.outstanding.front().map(|p| p.msn).unwrap_or(msn);
         let idx = usize::try_from(msn.wrapping_sub(front)).map_err(|_| bad("msn"))?;
         if idx >= self.tx_idx {
@@ -333,13 +415,121 @@ impl Engine {
         if (end == total) != (flags & LAST != 0) {
             return Err(bad("last piece flag"));
         }
-        scatter_at(&p.wr.segs, u64::from(p.read_pos), payload);
+        let start = p.read_pos;
+        scatter_at(&p.wr.segs, u64::from(start), payload);
         p.read_pos = end;
-        if end == total {
+        if self.stream_rest(
+            Streaming::ReadResp,
+            msn,
+            total,
+            flags,
+            start,
+            payload.len(),
+            n,
+        ) {
+            return Ok(Flow::Next);
+        }
+        self.finish_read(msn);
+        Ok(Flow::Next)
+    }
+
+    fn finish_read(&mut self, msn: u32) {
+        let Some(p) = self.outstanding.iter_mut().find(|p| p.msn == msn) else {
+            return;
+        };
+        if p.read_pos == p.len {
             p.done = true;
             self.complete_front();
         }
-        Ok(Flow::Next)
+    }
+
+    /// Places payload bytes of the piece being streamed; finishes the piece when complete.
+    pub(super) fn stream_place(&mut self, now: Instant, bytes: &[u8]) {
+        let Some(st) = &self.rx_stream else {
+            return;
+        };
+        let k = bytes.len().min(st.left);
+        let (kind, at) = (st.kind, st.at);
+        let bytes = bytes.get(..k).unwrap_or_default();
+        match kind {
+            Streaming::Send => {
+                if let Some(RxCur::Send { recv, .. }) = &self.rx_cur {
+                    scatter_at(&recv.segs, at, bytes);
+                }
+            }
+            Streaming::Write => {
+                if let Some(RxCur::Write { seg: Some(seg), .. }) = &self.rx_cur {
+                    let off = usize::try_from(at).unwrap_or(usize::MAX);
+                    if seg.copy_from(off, bytes).is_err() {
+                        tracing::error!("streamed write outside the region");
+                    }
+                }
+            }
+            Streaming::ReadResp => {
+                let msn = st.msn;
+                if let Some(p) = self.outstanding.iter().find(|p| p.msn == msn) {
+                    scatter_at(&p.wr.segs, at, bytes);
+                }
+            }
+        }
+        self.stream_advance(now, k);
+    }
+
+    /// `k` more payload bytes of the streamed piece have landed.
+    pub(super) fn stream_advance(&mut self, now: Instant, k: usize) {
+        let Some(st) = &mut self.rx_stream else {
+            return;
+        };
+        st.left -= k.min(st.left);
+        st.at += k as u64;
+        if st.left > 0 {
+            return;
+        }
+        let RxStream {
+            kind,
+            msn,
+            total,
+            flags,
+            ..
+        } = *st;
+        self.rx_stream = None;
+        match kind {
+            Streaming::Send => self.finish_send(now, msn, total, flags),
+            Streaming::Write => self.finish_write(now, msn, flags),
+            Streaming::ReadResp => self.finish_read(msn),
+        }
+    }
+
+    /// Where the next streamed payload bytes go: a run of registered memory (segment,
+    /// offset in it, length), for a read straight from the socket.
+    pub(super) fn stream_dest(&self) -> Option<(&Segment, usize, usize)> {
+        let st = self.rx_stream.as_ref()?;
+        let (segs, at): (&[Segment], u64) = match st.kind {
+            Streaming::Send => match &self.rx_cur {
+                Some(RxCur::Send { recv, .. }) => (&recv.segs, st.at),
+                _ => return None,
+            },
+            Streaming::Write => match &self.rx_cur {
+                Some(RxCur::Write { seg: Some(seg), .. }) => {
+                    return Some((seg, usize::try_from(st.at).ok()?, st.left));
+                }
+                _ => return None,
+            },
+            Streaming::ReadResp => {
+                let p = self.outstanding.iter().find(|p| p.msn == st.msn)?;
+                (&p.wr.segs, st.at)
+            }
+        };
+        let mut pos = at;
+        for seg in segs {
+            let len = seg.len_u64();
+            if pos < len {
+                let off = usize::try_from(pos).ok()?;
+                return Some((seg, off, (seg.len - off).min(st.left)));
+            }
+            pos -= len;
+        }
+        None
     }
 
     fn on_nak(&mut self, msn: u32, status: u32) -> Result<(), WireError> {
@@ -377,7 +567,7 @@ impl Engine {
     /// Queues frames up to the high-water mark: read responses first, then our requests in
     /// order, then a bare acknowledgement if nothing carried it.
     pub(super) fn fill_tx(&mut self) {
-        while self.tx.len() - self.tx_pos < TX_HIGH_WATER {
+        while self.txq.len() < TX_HIGH_WATER {
             if let Some(r) = self.responses.front_mut() {
                 let n = (r.total - r.pos).min(MAX_CHUNK as u32);
                 let flags = piece_flags(r.pos, n, r.total);
@@ -385,13 +575,20 @@ impl Engine {
                     msn: r.msn,
                     total: r.total,
                 }
-                .emit(flags, n as usize, self.processed, &mut self.tx);
-                let start = self.tx.len();
-                self.tx.resize(start + n as usize, 0);
-                if let (Some(seg), Some(dst)) = (&r.seg, self.tx.get_mut(start..)) {
-                    let at = usize::try_from(r.pos).unwrap_or(usize::MAX);
-                    if seg.copy_to(at, dst).is_err() {
-                        tracing::error!("read response source out of range");
+                .emit(flags, n as usize, self.processed, &mut self.txq.buf);
+                let at = usize::try_from(r.pos).unwrap_or(usize::MAX);
+                match &r.seg {
+                    Some(seg) if self.zero_copy && n as usize >= ZERO_COPY_MIN => {
+                        self.txq.push_mem(seg, at, n as usize);
+                    }
+                    seg => {
+                        let start = self.txq.buf.len();
+                        self.txq.buf.resize(start + n as usize, 0);
+                        if let (Some(seg), Some(dst)) = (seg, self.txq.buf.get_mut(start..))
+                            && seg.copy_to(at, dst).is_err()
+                        {
+                            tracing::error!("read response source out of range");
+                        }
                     }
                 }
                 r.pos += n;
@@ -422,7 +619,7 @@ impl Engine {
                         rkey: r.rmr_context,
                         addr: r.virtual_address,
                     }
-                    .emit(self.processed, &mut self.tx);
+                    .emit(self.processed, &mut self.txq.buf);
                     self.sent_request(msn);
                     continue;
                 }
@@ -439,11 +636,15 @@ impl Engine {
             } else {
                 flags
             };
-            header.emit(flags, n as usize, self.processed, &mut self.tx);
-            let start = self.tx.len();
-            self.tx.resize(start + n as usize, 0);
-            if let Some(dst) = self.tx.get_mut(start..) {
-                gather_at(&p.wr.segs, u64::from(off), dst);
+            header.emit(flags, n as usize, self.processed, &mut self.txq.buf);
+            if self.zero_copy && n as usize >= ZERO_COPY_MIN {
+                push_segments(&mut self.txq, &p.wr.segs, u64::from(off), n as usize);
+            } else {
+                let start = self.txq.buf.len();
+                self.txq.buf.resize(start + n as usize, 0);
+                if let Some(dst) = self.txq.buf.get_mut(start..) {
+                    gather_at(&p.wr.segs, u64::from(off), dst);
+                }
             }
             if off + n >= total {
                 self.sent_request(msn);
@@ -453,7 +654,7 @@ impl Engine {
             }
         }
         if self.bare_ack_due() {
-            Frame::Ack.emit(self.processed, &mut self.tx);
+            Frame::Ack.emit(self.processed, &mut self.txq.buf);
             self.acked_now();
         }
     }

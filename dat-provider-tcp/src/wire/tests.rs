@@ -303,3 +303,52 @@ fn write_seed_corpus() {
     std::fs::write(dir.join("bad-length"), header(6, 1, u32::MAX)).unwrap();
     std::fs::write(dir.join("truncated"), &header(6, 3, 100)[..10]).unwrap();
 }
+
+#[test]
+fn partial_data_frames_decode_their_fixed_fields_early() {
+    let payload: Vec<u8> = (0..100u8).collect();
+    let mut v = Vec::new();
+    Frame::RdmaWrite {
+        msn: 3,
+        total: 500,
+        rkey: 9,
+        addr: 4096,
+        flags: FIRST,
+        payload: &payload,
+    }
+    .emit(7, &mut v);
+    let fixed_end = HEADER_LEN + 20;
+    for cut in 0..fixed_end {
+        assert_eq!(Frame::parse_partial(&v[..cut]), Ok(None));
+    }
+    for cut in fixed_end..=v.len() {
+        let p = Frame::parse_partial(&v[..cut]).unwrap().unwrap();
+        assert_eq!(p.len, cut);
+        assert_eq!(p.payload_len, 100);
+        assert_eq!(p.ack, 7);
+        assert_eq!(
+            p.frame,
+            Frame::RdmaWrite {
+                msn: 3,
+                total: 500,
+                rkey: 9,
+                addr: 4096,
+                flags: FIRST,
+                payload: &payload[..cut - fixed_end],
+            }
+        );
+    }
+    // Not for control frames, and the same refusals as a whole frame.
+    let mut a = Vec::new();
+    Frame::Ack.emit(0, &mut a);
+    assert_eq!(Frame::parse_partial(&a), Ok(None));
+    let mut bad = Vec::new();
+    Frame::Send {
+        msn: 1,
+        total: 2,
+        flags: FIRST | LAST,
+        payload: &[1, 2, 3],
+    }
+    .emit(0, &mut bad);
+    assert!(Frame::parse_partial(&bad[..HEADER_LEN + 8]).is_err());
+}

@@ -1,0 +1,120 @@
+//! Writing an engine's queued runs with one `writev`, straight from registered memory.
+
+use std::io::{self, ErrorKind, Write};
+use std::os::fd::AsRawFd;
+
+use mio::net::TcpStream;
+
+use crate::engine::{Engine, TxPiece};
+
+/// Runs per `writev` call.
+const MAX_IOV: usize = 64;
+
+/// Writes as much of the engine's queue as the socket takes, in one system call. Returns the
+/// bytes written (0 if nothing was queued).
+///
+/// # Errors
+/// The socket's error; `WouldBlock` when its buffer is full.
+pub(super) fn write_queued(sock: &mut TcpStream, engine: &mut Engine) -> io::Result<usize> {
+    let mut iov = [libc::iovec {
+        iov_base: std::ptr::null_mut(),
+        iov_len: 0,
+    }; MAX_IOV];
+    let mut count = 0;
+    let mut valid = true;
+    for piece in engine.poll_transmit_pieces().take(MAX_IOV) {
+        let (ptr, len) = match piece {
+            TxPiece::Bytes(b) => (b.as_ptr(), b.len()),
+            TxPiece::Mem { seg, off, len } => {
+                let inside = off.checked_add(len).is_some_and(|e| e <= seg.len)
+                    && seg
+                        .offset
+                        .checked_add(seg.len)
+                        .is_some_and(|e| e <= seg.buf.len());
+                if !inside {
+                    valid = false;
+                    break;
+                }
+                // In bounds (checked above); no reference into the buffer is formed.
+                (
+                    seg.buf.as_ptr().wrapping_add(seg.offset + off).cast_const(),
+                    len,
+                )
+            }
+        };
+        if let Some(slot) = iov.get_mut(count) {
+            *slot = libc::iovec {
+                iov_base: ptr.cast_mut().cast(),
+                iov_len: len,
+            };
+            count += 1;
+        }
+    }
+    if !valid {
+        // A segment that does not fit its buffer (only hand-made ones can): take the
+        // checked, copying path.
+        let out = engine.poll_transmit();
+        return if out.is_empty() {
+            Ok(0)
+        } else {
+            sock.write(out)
+        };
+    }
+    if count == 0 {
+        return Ok(0);
+    }
+    let fd = sock.as_raw_fd();
+    let n = i32::try_from(count).unwrap_or(1);
+    // SAFETY: `iov[..count]` describes memory that stays valid and unchanged for the call:
+    // runs of the engine's transmit buffer (borrowed mutably by our caller, so nothing
+    // mutates it) and ranges of registered buffers checked above to lie inside their
+    // allocation, kept alive by the `Arc`s the engine's queue holds. `writev` only reads
+    // them; `fd` is the socket's open descriptor.
+    let r = unsafe { libc::writev(fd, iov.as_ptr(), n) };
+    if r < 0 {
+        let e = io::Error::last_os_error();
+        return Err(if e.raw_os_error() == Some(libc::EAGAIN) {
+            io::Error::from(ErrorKind::WouldBlock)
+        } else {
+            e
+        });
+    }
+    Ok(usize::try_from(r).unwrap_or(0))
+}
+
+/// Where a direct read may land: a raw range of registered memory, checked to lie inside its
+/// buffer. `None` for a segment that does not fit its buffer (only hand-made ones).
+pub(super) fn direct_target(
+    seg: &dat_core::mem::Segment,
+    off: usize,
+    len: usize,
+) -> Option<(*mut u8, usize)> {
+    let inside = off.checked_add(len).is_some_and(|e| e <= seg.len)
+        && seg
+            .offset
+            .checked_add(seg.len)
+            .is_some_and(|e| e <= seg.buf.len());
+    // In bounds (checked); no reference into the buffer is formed.
+    inside.then(|| (seg.buf.as_ptr().wrapping_add(seg.offset + off), len))
+}
+
+/// Reads from the socket straight into registered memory.
+///
+/// # Errors
+/// The socket's error; `WouldBlock` when nothing is there.
+pub(super) fn read_direct(sock: &TcpStream, ptr: *mut u8, len: usize) -> io::Result<usize> {
+    // SAFETY: `ptr..ptr+len` lies inside a registered buffer (checked by `direct_target`)
+    // that the engine keeps alive (its `Arc` is held by the receive or the RDMA being
+    // placed) and that is only ever accessed through raw-pointer copies, so the kernel
+    // writing into it creates no aliasing with Rust references; `fd` is open.
+    let r = unsafe { libc::read(sock.as_raw_fd(), ptr.cast(), len) };
+    if r < 0 {
+        let e = io::Error::last_os_error();
+        return Err(if e.raw_os_error() == Some(libc::EAGAIN) {
+            io::Error::from(ErrorKind::WouldBlock)
+        } else {
+            e
+        });
+    }
+    Ok(usize::try_from(r).unwrap_or(0))
+}
