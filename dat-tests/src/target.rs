@@ -47,6 +47,13 @@ pub trait Target: Send + Sync {
     /// True if IAs of this target can talk across processes (cases with a killed peer).
     fn multi_process(&self) -> bool;
 
+    /// True if nothing happens between calls unless the test drives it (the in-memory fabric).
+    /// Fleeting states such as COMPLETION_PENDING can only be held open on such a target;
+    /// on a real transport they end whenever the peer's next frame arrives.
+    fn deterministic(&self) -> bool {
+        false
+    }
+
     /// A fresh connection qualifier, unique per call (cases run in parallel threads).
     fn qual(&self) -> ConnQual;
 
@@ -136,6 +143,10 @@ impl Target for FabricTarget {
 
     fn multi_process(&self) -> bool {
         false
+    }
+
+    fn deterministic(&self) -> bool {
+        true
     }
 
     fn qual(&self) -> ConnQual {

@@ -553,7 +553,9 @@ impl MemTable {
         let offset = lmr
             .resolve(t.virtual_address, len)
             .ok_or(DatError::invalid_arg(2))?;
-        if privs.contains(MemPriv::REMOTE_READ) && !effective(lmr.privs).contains(MemPriv::LOCAL_READ) {
+        if privs.contains(MemPriv::REMOTE_READ)
+            && !effective(lmr.privs).contains(MemPriv::LOCAL_READ)
+        {
             return Err(privileges(MemPriv::REMOTE_READ));
         }
         if privs.intersects(MemPriv::REMOTE_WRITE | MemPriv::REMOTE_ATOMIC)
