@@ -159,7 +159,7 @@ impl Client {
         Ok(self.record(op, metric, size, done, value))
     }
 
-    /// Measures connection setup and teardown on the second EP, with `private_data` bytes
+    /// Measures connection setup and teardown (a fresh EP each time, freed after), with `private_data` bytes
     /// each way (checked at both ends), over at most `iters` connections.
     ///
     /// # Errors
@@ -320,16 +320,16 @@ impl Client {
         let start = Instant::now();
         for i in 0..count {
             let data = conn_pdata(i, pdata);
-            s.ep2
-                .connect(
-                    self.server,
-                    self.conn_qual,
-                    Timeout::from_duration(self.opts.timeout),
-                    &data,
-                    Qos::BestEffort,
-                    ConnectFlags::Default,
-                )
-                .ctx("connect")?;
+            let ep = s.conn_ep()?;
+            ep.connect(
+                self.server,
+                self.conn_qual,
+                Timeout::from_duration(self.opts.timeout),
+                &data,
+                Qos::BestEffort,
+                ConnectFlags::Default,
+            )
+            .ctx("connect")?;
             let reply = s.conn_event(&s.conn2, EventNumber::Established)?;
             if !reply.iter().eq(data.iter().rev()) {
                 return Err(PerfError::Protocol(format!(
@@ -337,9 +337,9 @@ impl Client {
                     reply.len()
                 )));
             }
-            s.ep2.disconnect(CloseFlags::Graceful).ctx("disconnect")?;
+            ep.disconnect(CloseFlags::Graceful).ctx("disconnect")?;
             s.conn_event(&s.conn2, EventNumber::Disconnected)?;
-            s.ep2.reset().ctx("reset the connection-test EP")?;
+            ep.free().ctx("free the connection-test EP")?;
         }
         let elapsed = start.elapsed();
         self.finish()?;

@@ -159,7 +159,9 @@ mod tests {
             (Test::BwRead, Op::RdmaRead, Metric::Bandwidth),
         ] {
             for size in [1u64, 255, 4096, 1 << 16] {
-                let r = c.measure(test, size, 40).unwrap();
+                let r = c
+                    .measure(test, size, 40)
+                    .unwrap_or_else(|e| panic!("{test:?} {size}: {e}"));
                 assert_eq!((r.op, r.metric, r.size), (op, metric, size));
                 assert_eq!((r.series.as_str(), r.provider.as_str()), ("a", "mem"));
                 assert_eq!(r.mode, mode.name());
@@ -167,7 +169,11 @@ mod tests {
                 assert!(r.value.is_finite() && r.value > 0.0, "{r:?}");
             }
         }
-        let r = c.conn_rate(64, 6).unwrap();
+        let r = match pair.client().unwrap().conn_rate(64, 6) {
+            Ok(r) => r,
+            Err(e) => panic!("conn: {e}; server: {:?}", pair.close()),
+        };
+        let c = pair.client().unwrap();
         assert_eq!(
             (r.op, r.metric, r.size),
             (Op::Connect, Metric::ConnRate, 64)

@@ -124,9 +124,9 @@ enum Cmd {
         /// A smoke run (few sizes, few iterations, seconds): for CI.
         #[arg(long)]
         short: bool,
-        /// Leave out the baselines that need a second process or external tools.
+        /// Leave out libfabric's fi_pingpong (an external program).
         #[arg(long)]
-        no_external: bool,
+        no_libfabric: bool,
     },
 }
 
@@ -273,7 +273,10 @@ fn run(cli: Cli) -> Result<(), String> {
             }
             remote_run(&reg, c, &s, host, port, &list)
         }
-        Some(Cmd::Compare { short, no_external }) => {
+        Some(Cmd::Compare {
+            short,
+            no_libfabric,
+        }) => {
             let mut cfg = if short {
                 compare::Config::short()
             } else {
@@ -291,10 +294,11 @@ fn run(cli: Cli) -> Result<(), String> {
             cfg.mode = if c.wait { Mode::Wait } else { Mode::Poll };
             cfg.window = c.window.max(1);
             cfg.timeout = Duration::from_secs(c.timeout_s.max(1));
-            cfg.external = !no_external;
+            cfg.external = !no_libfabric;
             if let Some(ia) = &c.ia {
                 cfg.ias = Some(vec![ia.clone()]);
             }
+            cfg.server_ia.clone_from(&c.server_ia);
             compare_run(&reg, c, &cfg)
         }
     }

@@ -1,5 +1,5 @@
-//! One end of a datperf connection: an IA with its PZ, EVDs, two EPs (data and connection
-//! test) and one registered buffer, plus the polling / waiting event loop.
+//! One end of a datperf connection: an IA with its PZ, EVDs, the data EP and one registered
+//! buffer, plus the polling / waiting event loop.
 
 use std::time::{Duration, Instant};
 
@@ -43,7 +43,7 @@ pub struct Side {
     pub pz: Pz,
     /// Connection events of the data EP.
     pub conn: Evd,
-    /// Connection events of the connection-rate EP.
+    /// Connection events of the connection-rate test's EPs.
     pub conn2: Evd,
     /// Connection requests (server).
     pub cr: Evd,
@@ -51,8 +51,6 @@ pub struct Side {
     pub dto: Evd,
     /// The data EP.
     pub ep: Ep,
-    /// The EP the connection-rate test connects and disconnects.
-    pub ep2: Ep,
     /// The buffer: twice the largest size (a send half and a receive half).
     pub lmr: Lmr,
     /// Polling or waiting.
@@ -99,7 +97,6 @@ impl Side {
             }
         }
         let ep = ia.create_ep(&params(&pz, &dto, &conn)).ctx("create EP")?;
-        let ep2 = ia.create_ep(&params(&pz, &dto, &conn2)).ctx("create EP")?;
         let len = usize::try_from(max_size.saturating_mul(2))
             .map_err(|_| PerfError::Unsupported("buffer too large".into()))?;
         let lmr = pz.alloc(len, MemPriv::ALL).ctx("allocate the buffer")?;
@@ -111,11 +108,26 @@ impl Side {
             cr,
             dto,
             ep,
-            ep2,
             lmr,
             mode,
             timeout,
         })
+    }
+
+    /// A fresh EP on [`Side::conn2`] for one connection of the connection-rate test.
+    ///
+    /// # Errors
+    /// The code of `Ia::create_ep` (`DAT_INSUFFICIENT_RESOURCES` past the IA's EP limit).
+    pub fn conn_ep(&self) -> PerfResult<Ep> {
+        self.ia
+            .create_ep(&EpParams {
+                pz: Some(&self.pz),
+                recv_evd: Some(&self.dto),
+                request_evd: Some(&self.dto),
+                connect_evd: Some(&self.conn2),
+                ..EpParams::default()
+            })
+            .ctx("create EP")
     }
 
     /// The largest message this side's buffer holds (half the buffer).
