@@ -13,7 +13,7 @@ use crate::baseline::{self, libfabric, series};
 use crate::client::RunOpts;
 use crate::local::{self, LocalPair};
 use crate::proto::Test;
-use crate::record::{Metric, Op, Record, tables};
+use crate::record::{Metric, Op, Record, medians, tables};
 use crate::side::Mode;
 use crate::sizes::{bw_count, lat_iters};
 use crate::suite::{Counts, Job, run_job};
@@ -40,6 +40,8 @@ pub struct Config {
     pub ias: Option<Vec<String>>,
     /// The IA of the server ends (default: the IA measured).
     pub server_ia: Option<String>,
+    /// Times the whole interleaved sequence runs; each figure is the median of its rounds.
+    pub rounds: u32,
 }
 
 impl Config {
@@ -55,6 +57,7 @@ impl Config {
             external: true,
             ias: None,
             server_ia: None,
+            rounds: 3,
         }
     }
 
@@ -68,6 +71,7 @@ impl Config {
                 bw_bytes: 4 << 20,
                 conn_iters: 10,
             },
+            rounds: 1,
             ..Config::full()
         }
     }
@@ -278,7 +282,9 @@ impl Plan {
 
     /// Steps [`Plan::run`] reports progress for.
     pub fn len(&self) -> usize {
-        self.cfg.sizes.len() * (self.pairs.len() * IA_TESTS.len() + self.bases.len())
+        self.cfg.rounds.max(1) as usize
+            * self.cfg.sizes.len()
+            * (self.pairs.len() * IA_TESTS.len() + self.bases.len())
     }
 
     /// True when there is nothing to run.
@@ -286,15 +292,19 @@ impl Plan {
         self.len() == 0
     }
 
-    /// Runs everything, size by size, calling `each` with a description after every step.
-    /// Failures become notes; an IA whose session breaks is measured no further.
+    /// Runs everything, size by size, [`Config::rounds`] times, calling `each` with a
+    /// description after every step; each figure is the median of its rounds. Failures become
+    /// notes; an IA whose session breaks is measured no further.
     pub fn run(mut self, each: &mut dyn FnMut(&str)) -> Report {
         let mut report = Report {
             machine: machine(),
             notes: std::mem::take(&mut self.notes),
             ..Report::default()
         };
-        for &size in &self.cfg.sizes {
+        let sizes: Vec<u64> = (0..self.cfg.rounds.max(1))
+            .flat_map(|_| self.cfg.sizes.iter().copied())
+            .collect();
+        for size in sizes {
             for (name, slot) in &mut self.pairs {
                 for test in IA_TESTS {
                     let job = Job::Dat(test, size);
@@ -335,6 +345,9 @@ impl Plan {
                 tracing::warn!("closing IA {name}: {e}");
             }
         }
+        report.records = medians(&report.records);
+        let mut seen = std::collections::HashSet::new();
+        report.notes.retain(|n| seen.insert(n.clone()));
         report
     }
 }

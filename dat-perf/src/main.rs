@@ -127,6 +127,10 @@ enum Cmd {
         /// Leave out libfabric's fi_pingpong (an external program).
         #[arg(long)]
         no_libfabric: bool,
+        /// Repeat the interleaved sequence this often; each figure is the median (default:
+        /// 3, or 1 with --short).
+        #[arg(long)]
+        rounds: Option<u32>,
     },
 }
 
@@ -276,6 +280,7 @@ fn run(cli: Cli) -> Result<(), String> {
         Some(Cmd::Compare {
             short,
             no_libfabric,
+            rounds,
         }) => {
             let mut cfg = if short {
                 compare::Config::short()
@@ -295,6 +300,9 @@ fn run(cli: Cli) -> Result<(), String> {
             cfg.window = c.window.max(1);
             cfg.timeout = Duration::from_secs(c.timeout_s.max(1));
             cfg.external = !no_libfabric;
+            if let Some(r) = rounds {
+                cfg.rounds = r.max(1);
+            }
             if let Some(ia) = &c.ia {
                 cfg.ias = Some(vec![ia.clone()]);
             }

@@ -140,6 +140,32 @@ impl Record {
     }
 }
 
+/// One record per series, operation, metric and size (in order of first appearance): the
+/// median value of the repeats, with their iterations added up.
+pub fn medians(records: &[Record]) -> Vec<Record> {
+    let key = |r: &Record| (r.series.clone(), r.op, r.metric, r.size);
+    let mut out: Vec<Record> = Vec::new();
+    for r in records {
+        if out.iter().any(|o| key(o) == key(r)) {
+            continue;
+        }
+        let same: Vec<&Record> = records.iter().filter(|o| key(o) == key(r)).collect();
+        let mut values: Vec<f64> = same.iter().map(|o| o.value).collect();
+        values.sort_by(f64::total_cmp);
+        let n = values.len();
+        let median = if n % 2 == 1 {
+            values[n / 2]
+        } else {
+            (values[n / 2 - 1] + values[n / 2]) / 2.0
+        };
+        let mut m = r.clone();
+        m.value = median;
+        m.iters = same.iter().map(|o| o.iters).sum();
+        out.push(m);
+    }
+    out
+}
+
 /// A figure in a width that suits its magnitude.
 pub fn format_value(v: f64) -> String {
     if !v.is_finite() {
@@ -224,6 +250,27 @@ mod tests {
         );
         let back: Record = serde_json::from_str(&j).unwrap();
         assert_eq!(back, r);
+    }
+
+    #[test]
+    fn medians_of_repeats() {
+        let rs = vec![
+            rec("a", Op::PingPong, Metric::Latency, 1, 9.0),
+            rec("b", Op::PingPong, Metric::Latency, 1, 5.0),
+            rec("a", Op::PingPong, Metric::Latency, 1, 1.0),
+            rec("a", Op::PingPong, Metric::Latency, 1, 2.0),
+            rec("b", Op::PingPong, Metric::Latency, 1, 7.0),
+        ];
+        let m = medians(&rs);
+        assert_eq!(m.len(), 2);
+        assert_eq!(
+            (m[0].series.as_str(), m[0].value, m[0].iters),
+            ("a", 2.0, 30)
+        );
+        assert_eq!(
+            (m[1].series.as_str(), m[1].value, m[1].iters),
+            ("b", 6.0, 20)
+        );
     }
 
     #[test]
