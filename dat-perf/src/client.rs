@@ -136,7 +136,7 @@ impl Client {
             Test::LatSend | Test::BwSend => attr.max_message_size,
             _ => attr.max_rdma_size,
         };
-        if size == 0 || size > self.max_size() || size > limit {
+        if size == 0 || size > self.max_size() || size > limit || u32::try_from(size).is_err() {
             return Err(PerfError::Unsupported(format!(
                 "size {size} outside 1..={} on IA `{}`",
                 self.max_size().min(limit),

@@ -173,6 +173,8 @@ pub struct Report {
     pub notes: Vec<String>,
     /// The machine it ran on.
     pub machine: String,
+    /// `/proc/loadavg` before and after the run (other work on the machine skews figures).
+    pub load: (String, String),
 }
 
 impl Report {
@@ -189,7 +191,12 @@ impl Report {
     /// The machine, the tables with ratios, the key to the ratios and the notes.
     pub fn render(&self) -> String {
         let mut out = String::new();
-        let _ = writeln!(out, "machine: {}\n", self.machine);
+        let _ = writeln!(out, "machine: {}", self.machine);
+        let _ = writeln!(
+            out,
+            "load average (1/5/15 min) before: {}, after: {}\n",
+            self.load.0, self.load.1
+        );
         out.push_str(&tables(&self.records, Some(&|r: &Record| self.ratio(r))));
         out.push_str(
             "(xR) = ratio to the baseline at the same size. Latency: TCP-like series against \
@@ -202,6 +209,14 @@ impl Report {
         }
         out
     }
+}
+
+/// The 1, 5 and 15 minute load averages.
+pub fn load_average() -> String {
+    std::fs::read_to_string("/proc/loadavg")
+        .ok()
+        .map(|s| s.split_whitespace().take(3).collect::<Vec<_>>().join(" "))
+        .unwrap_or_else(|| "?".into())
 }
 
 /// One line about this machine: CPU model, CPUs, memory, kernel.
@@ -298,6 +313,7 @@ impl Plan {
     pub fn run(mut self, each: &mut dyn FnMut(&str)) -> Report {
         let mut report = Report {
             machine: machine(),
+            load: (load_average(), String::new()),
             notes: std::mem::take(&mut self.notes),
             ..Report::default()
         };
@@ -345,6 +361,7 @@ impl Plan {
                 tracing::warn!("closing IA {name}: {e}");
             }
         }
+        report.load.1 = load_average();
         report.records = medians(&report.records);
         let mut seen = std::collections::HashSet::new();
         report.notes.retain(|n| seen.insert(n.clone()));
@@ -400,6 +417,10 @@ mod tests {
         }
         let text = report.render();
         assert!(text.starts_with("machine: "), "{text}");
+        assert!(
+            text.contains("\nload average (1/5/15 min) before: "),
+            "{text}"
+        );
         assert!(text.contains("b send-recv"), "{text}");
         assert!(text.contains("raw-shm-spin ping-pong"), "{text}");
         assert!(text.contains("(x"), "{text}");

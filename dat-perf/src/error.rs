@@ -29,6 +29,8 @@ pub enum PerfError {
     },
     /// The peer broke the out-of-band protocol or a completion was not what the test expects.
     Protocol(String),
+    /// The peer closed the control socket.
+    PeerClosed,
     /// Nothing arrived within the timeout.
     Timeout(String),
     /// The measurement cannot run here (size above the IA's limit, tool not installed, ...).
@@ -66,6 +68,7 @@ impl fmt::Display for PerfError {
             PerfError::Protocol(m) | PerfError::Timeout(m) | PerfError::Unsupported(m) => {
                 f.write_str(m)
             }
+            PerfError::PeerClosed => f.write_str("the peer closed the control socket"),
         }
     }
 }

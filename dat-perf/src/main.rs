@@ -161,20 +161,16 @@ struct Settings {
     max_size: u64,
 }
 
-fn settings(c: &Common, default_budget_ms: u64, sizes: &[u64]) -> Settings {
+fn settings(c: &Common, default_budget_ms: u64, sizes: &[u64]) -> Result<Settings, String> {
     let mut counts = Counts::default();
     if let Some(i) = c.iters {
         counts.lat_iters = i;
         counts.conn_iters = i;
     }
-    if let Some(b) = c
-        .bytes
-        .as_deref()
-        .and_then(|b| dat_perf::sizes::parse_size(b).ok())
-    {
-        counts.bw_bytes = b;
+    if let Some(b) = c.bytes.as_deref() {
+        counts.bw_bytes = dat_perf::sizes::parse_size(b).map_err(|e| format!("--bytes: {e}"))?;
     }
-    Settings {
+    Ok(Settings {
         mode: if c.wait { Mode::Wait } else { Mode::Poll },
         opts: RunOpts {
             window: c.window.max(1),
@@ -183,12 +179,12 @@ fn settings(c: &Common, default_budget_ms: u64, sizes: &[u64]) -> Settings {
         },
         counts,
         max_size: sizes.iter().copied().max().unwrap_or(MAX_SIZE).max(64),
-    }
+    })
 }
 
 fn sizes_or(c: &Common, default: &[u64]) -> Result<Vec<u64>, String> {
     match &c.sizes {
-        Some(s) => parse_sizes(s),
+        Some(s) => parse_sizes(s).map_err(|e| format!("--sizes: {e}")),
         None => Ok(default.to_vec()),
     }
 }
@@ -218,7 +214,7 @@ fn run(cli: Cli) -> Result<(), String> {
         None => {
             let lat = sizes_or(c, &[1, 64, K, 4 * K, 64 * K, M])?;
             let bw = sizes_or(c, &[4 * K, 64 * K, M])?;
-            let s = settings(c, 250, &[&lat[..], &bw[..]].concat());
+            let s = settings(c, 250, &[&lat[..], &bw[..]].concat())?;
             let mut list = jobs(&[Test::LatSend, Test::LatWrite], &lat);
             list.extend(jobs(&[Test::BwSend, Test::BwWrite, Test::BwRead], &bw));
             local_run(&reg, c, &s, &list)
@@ -229,7 +225,7 @@ fn run(cli: Cli) -> Result<(), String> {
         }
         Some(Cmd::Lat { ops }) => {
             let sizes = sizes_or(c, &[1, 8, 64, 512, 4 * K, 64 * K, M, 4 * M])?;
-            let s = settings(c, 1000, &sizes);
+            let s = settings(c, 1000, &sizes)?;
             let tests: Vec<Test> = ops
                 .iter()
                 .map(|o| match o {
@@ -241,12 +237,12 @@ fn run(cli: Cli) -> Result<(), String> {
         }
         Some(Cmd::Bw { ops }) => {
             let sizes = sizes_or(c, &[64, 512, 4 * K, 64 * K, M, 4 * M])?;
-            let s = settings(c, 1000, &sizes);
+            let s = settings(c, 1000, &sizes)?;
             let tests: Vec<Test> = ops.iter().map(|&o| bw_test(o)).collect();
             local_run(&reg, c, &s, &jobs(&tests, &sizes))
         }
         Some(Cmd::Conn { private_data }) => {
-            let s = settings(c, 1000, &[64]);
+            let s = settings(c, 1000, &[64])?;
             local_run(&reg, c, &s, &[Job::Conn(private_data)])
         }
         Some(Cmd::Server {
@@ -255,7 +251,7 @@ fn run(cli: Cli) -> Result<(), String> {
             once,
         }) => {
             let sizes = sizes_or(c, &[MAX_SIZE])?;
-            let s = settings(c, 1000, &sizes);
+            let s = settings(c, 1000, &sizes)?;
             serve(&reg, c, &s, bind, port, once).map_err(|e| e.to_string())
         }
         Some(Cmd::Client {
@@ -264,7 +260,7 @@ fn run(cli: Cli) -> Result<(), String> {
             ref tests,
         }) => {
             let lat = sizes_or(c, &[1, 8, 64, 512, 4 * K, 64 * K, M, 4 * M])?;
-            let s = settings(c, 1000, &lat);
+            let s = settings(c, 1000, &lat)?;
             let mut list = Vec::new();
             for k in tests {
                 match k {
@@ -288,7 +284,7 @@ fn run(cli: Cli) -> Result<(), String> {
                 compare::Config::full()
             };
             if let Some(sz) = &c.sizes {
-                cfg.sizes = parse_sizes(sz)?;
+                cfg.sizes = parse_sizes(sz).map_err(|e| format!("--sizes: {e}"))?;
             }
             if let Some(b) = c.budget_ms {
                 cfg.budget = Duration::from_millis(b);

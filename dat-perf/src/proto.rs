@@ -157,8 +157,9 @@ impl Channel {
     /// Receives one message, waiting at most `timeout`.
     ///
     /// # Errors
-    /// [`PerfError::Timeout`] when nothing complete arrives in time; [`PerfError::Protocol`]
-    /// for end of stream, an over-long line or a line that is not a message of type `T`.
+    /// [`PerfError::Timeout`] when nothing complete arrives in time; [`PerfError::PeerClosed`]
+    /// at end of stream; [`PerfError::Protocol`] for an over-long line or a line that is not a
+    /// message of type `T`.
     pub fn recv<T: DeserializeOwned>(&mut self, timeout: Duration) -> PerfResult<T> {
         self.reader
             .get_ref()

@@ -44,7 +44,7 @@ fn command_loop(side: &Side, ch: &mut Channel, idle: Duration) -> PerfResult<()>
     loop {
         let cmd = match ch.recv::<ToServer>(idle) {
             Ok(c) => c,
-            Err(PerfError::Protocol(m)) if m.contains("closed") => return Ok(()),
+            Err(PerfError::PeerClosed) => return Ok(()),
             Err(e) => return Err(e),
         };
         let result = match cmd {
