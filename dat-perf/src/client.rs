@@ -403,3 +403,138 @@ pub fn chunked(
     }
     Ok((done, elapsed))
 }
+
+#[cfg(test)]
+mod tests {
+    use std::io::Write;
+    use std::net::{Ipv4Addr, TcpListener, TcpStream};
+    use std::thread;
+
+    use dat::EventData;
+    use dat::types::PspFlags;
+
+    use super::*;
+    use crate::side::Mode;
+
+    const T: Duration = Duration::from_millis(300);
+
+    fn opts() -> RunOpts {
+        RunOpts {
+            window: 4,
+            budget: Duration::from_millis(20),
+            timeout: T,
+        }
+    }
+
+    /// A control socket pair: the client's channel and the raw server end.
+    fn control() -> (Channel, TcpStream) {
+        let l = TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).unwrap();
+        let c = TcpStream::connect(l.local_addr().unwrap()).unwrap();
+        let (s, _) = l.accept().unwrap();
+        (Channel::new(c).unwrap(), s)
+    }
+
+    fn client_side(reg: &dat::Registry) -> Side {
+        Side::open(reg, Some("a"), 4096, Mode::Poll, T).unwrap()
+    }
+
+    #[test]
+    fn a_server_that_says_nonsense_or_nothing_fails_the_connect() {
+        let reg = crate::testutil::registry();
+        let (ch, mut raw) = control();
+        raw.write_all(b"{\"msg\":\"ready\"}\n").unwrap();
+        let e = Client::connect(client_side(&reg), ch, Ipv4Addr::LOCALHOST.into(), opts());
+        assert!(matches!(e, Err(PerfError::Protocol(_))), "{e:?}");
+
+        let (ch, mut raw) = control();
+        let hello =
+            b"{\"msg\":\"hello\",\"ia\":\"b\",\"provider\":\"mem\",\"address\":\"nowhere\",\
+                      \"conn_qual\":1,\"rmr\":{\"va\":0,\"len\":0,\"rmr_context\":0}}\n";
+        raw.write_all(hello).unwrap();
+        let e = Client::connect(client_side(&reg), ch, Ipv4Addr::LOCALHOST.into(), opts());
+        assert!(
+            matches!(&e, Err(PerfError::Protocol(m)) if m.contains("bad IA address")),
+            "{e:?}"
+        );
+
+        let (ch, raw) = control();
+        let e = Client::connect(client_side(&reg), ch, Ipv4Addr::LOCALHOST.into(), opts());
+        assert!(matches!(e, Err(PerfError::Timeout(_))), "{e:?}");
+        drop(raw);
+
+        let (ch, raw) = control();
+        drop(raw);
+        let e = Client::connect(client_side(&reg), ch, Ipv4Addr::LOCALHOST.into(), opts());
+        assert!(matches!(e, Err(PerfError::PeerClosed)), "{e:?}");
+    }
+
+    #[test]
+    fn a_server_that_goes_silent_mid_chunk_times_out() {
+        let reg = crate::testutil::registry();
+        let server = Side::open(&reg, Some("b"), 4096, Mode::Poll, T).unwrap();
+        let (ch, raw) = control();
+        // The server accepts, answers the first command with `ready` and then does nothing.
+        let h = thread::spawn(move || {
+            let mut ch = Channel::new(raw).unwrap();
+            let psp = server
+                .ia
+                .create_psp_any(&server.cr, PspFlags::Consumer)
+                .unwrap();
+            ch.send(&ToClient::Hello {
+                ia: "b".into(),
+                provider: "mem".into(),
+                address: server.ia.attr().ia_address.to_string(),
+                conn_qual: psp.conn_qual().0,
+                rmr: server.lmr.rmr_triplet(0, 4096).into(),
+            })
+            .unwrap();
+            let EventData::ConnectionRequest { cr, .. } =
+                server.next_event(&server.cr).unwrap().data
+            else {
+                panic!("no request")
+            };
+            server
+                .ia
+                .cr(cr)
+                .unwrap()
+                .accept(Some(&server.ep), HELLO_PDATA)
+                .unwrap();
+            let _ = ch.recv::<ToServer>(Duration::from_secs(10)).unwrap();
+            ch.send(&ToClient::Ready).unwrap();
+            // Keep the connection up until the client gives up and closes the control socket.
+            let _ = ch.recv::<ToServer>(Duration::from_secs(10));
+            drop(server);
+        });
+        let mut c =
+            Client::connect(client_side(&reg), ch, Ipv4Addr::LOCALHOST.into(), opts()).unwrap();
+        let start = Instant::now();
+        let e = c.measure(Test::LatSend, 8, 10);
+        assert!(matches!(e, Err(PerfError::Timeout(_))), "{e:?}");
+        assert!(start.elapsed() < Duration::from_secs(5));
+        drop(c);
+        h.join().unwrap();
+    }
+
+    #[test]
+    fn chunked_warms_up_then_stops_at_iters_or_budget() {
+        let mut calls = Vec::new();
+        let (done, elapsed) = chunked(100, Duration::from_secs(3600), |n| {
+            calls.push(n);
+            Ok(Duration::from_millis(1))
+        })
+        .unwrap();
+        assert_eq!(calls, vec![10, 25, 50, 25]);
+        assert_eq!((done, elapsed), (100, Duration::from_millis(3)));
+
+        let mut calls = Vec::new();
+        let (done, _) = chunked(100, Duration::from_millis(30), |n| {
+            calls.push(n);
+            Ok(Duration::from_millis(40))
+        })
+        .unwrap();
+        assert_eq!((calls, done), (vec![10, 25], 25));
+
+        let e = chunked(5, Duration::ZERO, |_| Err(PerfError::PeerClosed));
+        assert!(matches!(e, Err(PerfError::PeerClosed)));
+    }
+}

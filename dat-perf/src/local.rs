@@ -214,6 +214,17 @@ mod tests {
     }
 
     #[test]
+    fn a_client_that_vanishes_ends_the_server_session_cleanly() {
+        let reg = crate::testutil::registry();
+        let mut pair = start(&reg, Some("b"), Some("a"), 4096, Mode::Poll, &opts()).unwrap();
+        pair.client().unwrap().measure(Test::LatSend, 8, 4).unwrap();
+        // No quit, no disconnect: the control socket just closes.
+        drop(pair.client.take());
+        assert!(pair.join().is_ok());
+        assert!(matches!(pair.client(), Err(PerfError::Protocol(_))));
+    }
+
+    #[test]
     fn provider_not_compiled_in_is_a_clear_error() {
         let reg = crate::testutil::registry();
         let e = start(&reg, Some("tcp-lo"), None, 4096, Mode::Poll, &opts()).unwrap_err();

@@ -184,9 +184,7 @@ impl Channel {
             Err(e) => return Err(PerfError::io("receive on the control socket", e)),
         };
         if n == 0 {
-            return Err(PerfError::Protocol(
-                "the peer closed the control socket".into(),
-            ));
+            return Err(PerfError::PeerClosed);
         }
         if buf.last() != Some(&b'\n') {
             return Err(PerfError::Protocol(
