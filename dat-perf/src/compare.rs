@@ -173,8 +173,10 @@ pub struct Report {
     pub notes: Vec<String>,
     /// The machine it ran on.
     pub machine: String,
-    /// `/proc/loadavg` before and after the run (other work on the machine skews figures).
-    pub load: (String, String),
+    /// CPUs kept busy by other work during the run, on average (machine busy time from
+    /// `/proc/stat` less this process's and its children's), when known. Other work skews
+    /// every figure, busy-polling ones most.
+    pub background_cpus: Option<f64>,
 }
 
 impl Report {
@@ -192,11 +194,15 @@ impl Report {
     pub fn render(&self) -> String {
         let mut out = String::new();
         let _ = writeln!(out, "machine: {}", self.machine);
-        let _ = writeln!(
-            out,
-            "load average (1/5/15 min) before: {}, after: {}\n",
-            self.load.0, self.load.1
-        );
+        match self.background_cpus {
+            Some(b) => {
+                let _ = writeln!(
+                    out,
+                    "other work on this machine during the run: {b:.2} CPUs busy on average\n"
+                );
+            }
+            None => out.push('\n'),
+        }
         out.push_str(&tables(&self.records, Some(&|r: &Record| self.ratio(r))));
         out.push_str(
             "(xR) = ratio to the baseline at the same size. Latency: TCP-like series against \
@@ -211,12 +217,36 @@ impl Report {
     }
 }
 
-/// The 1, 5 and 15 minute load averages.
-pub fn load_average() -> String {
-    std::fs::read_to_string("/proc/loadavg")
-        .ok()
-        .map(|s| s.split_whitespace().take(3).collect::<Vec<_>>().join(" "))
-        .unwrap_or_else(|| "?".into())
+/// CPU seconds used so far: by the whole machine (busy time in `/proc/stat`) and by this
+/// process with its waited-for children (`getrusage`).
+fn cpu_seconds() -> Option<(f64, f64)> {
+    let stat = std::fs::read_to_string("/proc/stat").ok()?;
+    let line = stat.lines().next()?;
+    let f: Vec<u64> = line
+        .split_whitespace()
+        .skip(1)
+        .filter_map(|x| x.parse().ok())
+        .collect();
+    // user nice system idle iowait irq softirq steal
+    let busy: u64 = [0, 1, 2, 5, 6, 7].iter().filter_map(|&i| f.get(i)).sum();
+    // SAFETY: sysconf has no preconditions.
+    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
+    if hz <= 0 {
+        return None;
+    }
+    let mut ours = 0.0;
+    for who in [libc::RUSAGE_SELF, libc::RUSAGE_CHILDREN] {
+        // SAFETY: an all-zero rusage is a valid value of this plain C struct.
+        let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
+        // SAFETY: `ru` is a valid out pointer for the duration of the call.
+        if unsafe { libc::getrusage(who, &mut ru) } != 0 {
+            return None;
+        }
+        for tv in [ru.ru_utime, ru.ru_stime] {
+            ours += tv.tv_sec as f64 + tv.tv_usec as f64 / 1e6;
+        }
+    }
+    Some((busy as f64 / hz as f64, ours))
 }
 
 /// One line about this machine: CPU model, CPUs, memory, kernel.
@@ -311,9 +341,10 @@ impl Plan {
     /// description after every step; each figure is the median of its rounds. Failures become
     /// notes; an IA whose session breaks is measured no further.
     pub fn run(mut self, each: &mut dyn FnMut(&str)) -> Report {
+        let cpu_start = cpu_seconds();
+        let wall = std::time::Instant::now();
         let mut report = Report {
             machine: machine(),
-            load: (load_average(), String::new()),
             notes: std::mem::take(&mut self.notes),
             ..Report::default()
         };
@@ -361,7 +392,12 @@ impl Plan {
                 tracing::warn!("closing IA {name}: {e}");
             }
         }
-        report.load.1 = load_average();
+        if let (Some((b0, o0)), Some((b1, o1))) = (cpu_start, cpu_seconds()) {
+            let secs = wall.elapsed().as_secs_f64();
+            if secs > 0.0 {
+                report.background_cpus = Some(((b1 - b0) - (o1 - o0)).max(0.0) / secs);
+            }
+        }
         report.records = medians(&report.records);
         let mut seen = std::collections::HashSet::new();
         report.notes.retain(|n| seen.insert(n.clone()));
@@ -418,8 +454,13 @@ mod tests {
         let text = report.render();
         assert!(text.starts_with("machine: "), "{text}");
         assert!(
-            text.contains("\nload average (1/5/15 min) before: "),
+            text.contains("\nother work on this machine during the run: "),
             "{text}"
+        );
+        assert!(
+            report
+                .background_cpus
+                .is_some_and(|b| (0.0..=64.0).contains(&b))
         );
         assert!(text.contains("b send-recv"), "{text}");
         assert!(text.contains("raw-shm-spin ping-pong"), "{text}");
