@@ -11,9 +11,34 @@ use plotters::style::FontStyle;
 
 use crate::error::{PerfError, PerfResult};
 use crate::record::{Metric, Record};
-use crate::sizes::format_size;
 
 const FONT: &str = "sans-serif";
+
+/// Distinct colours that read well on white (the "tab10" set).
+const COLORS: [RGBColor; 10] = [
+    RGBColor(31, 119, 180),
+    RGBColor(255, 127, 14),
+    RGBColor(44, 160, 44),
+    RGBColor(214, 39, 40),
+    RGBColor(148, 103, 189),
+    RGBColor(140, 86, 75),
+    RGBColor(227, 119, 194),
+    RGBColor(127, 127, 127),
+    RGBColor(188, 189, 34),
+    RGBColor(23, 190, 207),
+];
+
+/// A size on the log axis, whose ticks are powers of ten: `1`, `100`, `10k`, `1M`.
+fn axis_size(x: f64) -> String {
+    let x = x.round().max(0.0) as u64;
+    if x >= 1_000_000 && x.is_multiple_of(1_000_000) {
+        format!("{}M", x / 1_000_000)
+    } else if x >= 1000 && x.is_multiple_of(1000) {
+        format!("{}k", x / 1000)
+    } else {
+        x.to_string()
+    }
+}
 
 fn register_font() {
     static ONCE: Once = Once::new();
@@ -39,9 +64,17 @@ pub fn plot(records: &[Record], path: &Path, title: &str) -> PerfResult<()> {
     let root = BitMapBackend::new(path, (1600, 700)).into_drawing_area();
     root.fill(&WHITE).map_err(plot_err)?;
     let root = root.titled(title, (FONT, 24)).map_err(plot_err)?;
+    // One colour per series and operation, the same in both panels.
+    let mut labels: Vec<String> = Vec::new();
+    for r in records {
+        let l = r.label();
+        if !labels.contains(&l) {
+            labels.push(l);
+        }
+    }
     let (left, right) = root.split_horizontally(800);
     for (area, metric) in [(left, Metric::Latency), (right, Metric::Bandwidth)] {
-        panel(&area, records, metric)?;
+        panel(&area, records, metric, &labels)?;
     }
     root.present().map_err(plot_err)?;
     Ok(())
@@ -51,6 +84,7 @@ fn panel<DB: DrawingBackend>(
     area: &DrawingArea<DB, plotters::coord::Shift>,
     records: &[Record],
     metric: Metric,
+    all_labels: &[String],
 ) -> PerfResult<()> {
     let rs: Vec<&Record> = records
         .iter()
@@ -86,7 +120,7 @@ fn panel<DB: DrawingBackend>(
         .configure_mesh()
         .x_desc("message size (bytes)")
         .y_desc(metric.unit())
-        .x_label_formatter(&|x| format_size(x.round().max(1.0) as u64))
+        .x_label_formatter(&|x| axis_size(*x))
         .y_label_formatter(&|y| crate::record::format_value(*y))
         .label_style((FONT, 14))
         .draw()
@@ -98,8 +132,9 @@ fn panel<DB: DrawingBackend>(
             labels.push(l);
         }
     }
-    for (i, label) in labels.iter().enumerate() {
-        let color = Palette99::pick(i).to_rgba();
+    for label in &labels {
+        let i = all_labels.iter().position(|l| l == label).unwrap_or(0);
+        let color = COLORS[i % COLORS.len()].to_rgba();
         let pts: Vec<(f64, f64)> = rs
             .iter()
             .filter(|r| &r.label() == label)
@@ -128,4 +163,44 @@ fn panel<DB: DrawingBackend>(
         .draw()
         .map_err(plot_err)?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::record::Op;
+
+    #[test]
+    fn axis_labels_and_a_png() {
+        assert_eq!(axis_size(1.0), "1");
+        assert_eq!(axis_size(100.0), "100");
+        assert_eq!(axis_size(10_000.0), "10k");
+        assert_eq!(axis_size(1e6), "1M");
+        let dir = std::env::temp_dir().join(format!("datperf-plot-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("p.png");
+        let r = |metric, size, value| {
+            Record::new(
+                "x",
+                "baseline",
+                Op::PingPong,
+                metric,
+                size,
+                1,
+                value,
+                "poll",
+            )
+        };
+        let rs = [
+            r(Metric::Latency, 1, 2.0),
+            r(Metric::Latency, 4096, 5.0),
+            r(Metric::Bandwidth, 4096, 100.0),
+        ];
+        plot(&rs, &path, "test").unwrap();
+        let bytes = std::fs::read(&path).unwrap();
+        assert_eq!(&bytes[..8], b"\x89PNG\r\n\x1a\n");
+        // No figures at all: both panels say so, and the file is still written.
+        plot(&[], &path, "empty").unwrap();
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
 }
