@@ -11,7 +11,7 @@ use dat::Registry;
 
 use crate::baseline::{self, libfabric, series};
 use crate::client::RunOpts;
-use crate::local::{self, LocalPair};
+use crate::local::{self, LocalPair, Pairing};
 use crate::proto::Test;
 use crate::record::{Metric, Op, Record, medians, tables};
 use crate::side::Mode;
@@ -42,6 +42,8 @@ pub struct Config {
     pub server_ia: Option<String>,
     /// Times the whole interleaved sequence runs; each figure is the median of its rounds.
     pub rounds: u32,
+    /// How the two ends of each IA's pair get their IAs.
+    pub pairing: Pairing,
 }
 
 impl Config {
@@ -58,6 +60,7 @@ impl Config {
             ias: None,
             server_ia: None,
             rounds: 3,
+            pairing: Pairing::TwoIas,
         }
     }
 
@@ -294,7 +297,15 @@ impl Plan {
         let mut notes = Vec::new();
         for name in names {
             let server = cfg.server_ia.as_deref().unwrap_or(&name);
-            match local::start(reg, Some(server), Some(&name), max_size, cfg.mode, &opts) {
+            match local::start(
+                reg,
+                Some(server),
+                Some(&name),
+                max_size,
+                cfg.mode,
+                cfg.pairing,
+                &opts,
+            ) {
                 Ok(p) => pairs.push((name, Some(p))),
                 Err(e) => notes.push(format!("IA {name}: not measured: {e}")),
             }

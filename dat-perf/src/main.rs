@@ -44,6 +44,10 @@ struct Common {
     /// IA of the in-process server end (default: the same as --ia).
     #[arg(long, global = true)]
     server_ia: Option<String>,
+    /// Run both in-process ends on one IA (default: each end opens its own, sharing one only
+    /// if the second open fails).
+    #[arg(long, global = true)]
+    one_ia: bool,
     /// Sizes: `1,64,4K`, `1..4M` (powers of two) or `1..4M*4`.
     #[arg(long, global = true)]
     sizes: Option<String>,
@@ -303,8 +307,17 @@ fn run(cli: Cli) -> Result<(), String> {
                 cfg.ias = Some(vec![ia.clone()]);
             }
             cfg.server_ia.clone_from(&c.server_ia);
+            cfg.pairing = pairing(c);
             compare_run(&reg, c, &cfg)
         }
+    }
+}
+
+fn pairing(c: &Common) -> local::Pairing {
+    if c.one_ia {
+        local::Pairing::OneIa
+    } else {
+        local::Pairing::TwoIas
     }
 }
 
@@ -336,6 +349,7 @@ fn local_run(reg: &Registry, c: &Common, s: &Settings, list: &[Job]) -> Result<(
         c.ia.as_deref(),
         s.max_size,
         s.mode,
+        pairing(c),
         &s.opts,
     )
     .map_err(|e| format!("cannot measure: {e}"))?;

@@ -75,7 +75,14 @@ impl Side {
         mode: Mode,
         timeout: Duration,
     ) -> PerfResult<Side> {
-        let ia = reg.open_ia(name, 8)?;
+        Side::on_ia(reg.open_ia(name, 8)?, max_size, mode, timeout)
+    }
+
+    /// As [`Side::open`], on an IA already open (both ends of a pair may share one IA).
+    ///
+    /// # Errors
+    /// As [`Side::open`], less the open.
+    pub fn on_ia(ia: Ia, max_size: u64, mode: Mode, timeout: Duration) -> PerfResult<Side> {
         let pz = ia.create_pz().ctx("create PZ")?;
         let conn = ia
             .create_evd(8, EvdFlags::CONNECTION, None)
