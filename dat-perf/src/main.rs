@@ -296,6 +296,10 @@ fn run(cli: Cli) -> Result<(), String> {
             if let Some(i) = c.iters {
                 cfg.counts.lat_iters = i;
             }
+            if let Some(b) = c.bytes.as_deref() {
+                cfg.counts.bw_bytes =
+                    dat_perf::sizes::parse_size(b).map_err(|e| format!("--bytes: {e}"))?;
+            }
             cfg.mode = if c.wait { Mode::Wait } else { Mode::Poll };
             cfg.window = c.window.max(1);
             cfg.timeout = Duration::from_secs(c.timeout_s.max(1));
