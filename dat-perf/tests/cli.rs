@@ -1,0 +1,183 @@
+//! The `datperf` binary as a user runs it: real processes, loopback only, every run bounded.
+//! No provider is compiled into this crate's `dat` yet, so the IA runs show their error and the
+//! baselines do the measuring.
+
+use std::net::{Ipv4Addr, TcpListener};
+use std::path::PathBuf;
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+const REGISTRY: &str = r#"
+version = 1
+default = "tcp-lo"
+
+[[ia]]
+name = "tcp-lo"
+provider = "tcp"
+params = { address = "127.0.0.1" }
+
+[[ia]]
+name = "shm0"
+provider = "shm"
+"#;
+
+/// A scratch directory with a registry file, removed on drop.
+struct Scratch(PathBuf);
+
+impl Scratch {
+    fn new(tag: &str) -> Scratch {
+        let d = std::env::temp_dir().join(format!("datperf-cli-{tag}-{}", std::process::id()));
+        std::fs::create_dir_all(&d).unwrap();
+        std::fs::write(d.join("dat.toml"), REGISTRY).unwrap();
+        Scratch(d)
+    }
+}
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+fn datperf(dir: &Scratch, args: &[&str]) -> Command {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_datperf"));
+    c.args(args)
+        .env("DAT_CONF", dir.0.join("dat.toml"))
+        .env_remove("DAT_IA")
+        .env("HOME", &dir.0)
+        .env("XDG_CONFIG_HOME", &dir.0)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    c
+}
+
+/// Waits for `child` at most `limit`, killing it then.
+fn finish(mut child: Child, limit: Duration) -> Output {
+    let deadline = Instant::now() + limit;
+    while child.try_wait().unwrap().is_none() {
+        if Instant::now() >= deadline {
+            let _ = child.kill();
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    child.wait_with_output().unwrap()
+}
+
+fn run(dir: &Scratch, args: &[&str]) -> Output {
+    finish(
+        datperf(dir, args).spawn().unwrap(),
+        Duration::from_secs(120),
+    )
+}
+
+fn text(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).into_owned()
+}
+
+#[test]
+fn info_lists_the_ias_and_missing_providers() {
+    let dir = Scratch::new("info");
+    let out = run(&dir, &["info"]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let s = text(&out.stdout);
+    assert!(s.contains("default IA: tcp-lo\n"), "{s}");
+    assert!(s.contains("providers compiled in: none\n"), "{s}");
+    assert!(s.contains("ia: tcp-lo\n    provider: tcp\n"), "{s}");
+    assert!(s.contains("ia: shm0\n    provider: shm\n"), "{s}");
+    assert_eq!(s.matches("not compiled in\n").count(), 2, "{s}");
+}
+
+#[test]
+fn default_run_explains_a_missing_provider() {
+    let dir = Scratch::new("default");
+    let out = run(&dir, &[]);
+    assert_eq!(out.status.code(), Some(1));
+    let e = text(&out.stderr);
+    assert!(
+        e.starts_with("datperf: cannot measure: ")
+            && e.contains(
+                "IA `tcp-lo` needs provider `tcp`, which is not compiled into this program"
+            ),
+        "{e}"
+    );
+    assert!(out.stdout.is_empty());
+}
+
+#[test]
+fn bad_sizes_are_refused() {
+    let dir = Scratch::new("sizes");
+    let out = run(&dir, &["lat", "--sizes", "0"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(text(&out.stderr).contains("sizes start at 1 byte"));
+}
+
+#[test]
+fn server_and_client_processes_report_the_missing_provider() {
+    let dir = Scratch::new("remote");
+    let port = {
+        let l = TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).unwrap();
+        l.local_addr().unwrap().port().to_string()
+    };
+    let server = datperf(&dir, &["server", "--once", "--port", &port])
+        .spawn()
+        .unwrap();
+    // The server prints its control address once it listens.
+    std::thread::sleep(Duration::from_millis(300));
+    let client = run(
+        &dir,
+        &["client", "127.0.0.1", "--port", &port, "--timeout-s", "5"],
+    );
+    let server = finish(server, Duration::from_secs(30));
+    assert_eq!(client.status.code(), Some(1));
+    let e = text(&client.stderr);
+    assert!(e.contains("provider `tcp`, which is not compiled"), "{e}");
+    assert!(server.status.success(), "{}", text(&server.stderr));
+    assert!(
+        text(&server.stdout).starts_with(&format!(
+            "datperf server: control socket on 127.0.0.1:{port}"
+        )),
+        "{}",
+        text(&server.stdout)
+    );
+}
+
+#[test]
+fn short_compare_prints_json_and_plots() {
+    let dir = Scratch::new("compare");
+    let png = dir.0.join("cmp.png");
+    let out = run(
+        &dir,
+        &[
+            "compare",
+            "--short",
+            "--no-libfabric",
+            "--json",
+            "--plot",
+            png.to_str().unwrap(),
+        ],
+    );
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let stdout = text(&out.stdout);
+    let mut series = std::collections::BTreeSet::new();
+    for line in stdout.lines() {
+        let v: serde_json::Value = serde_json::from_str(line).expect("one JSON object per line");
+        assert!(v["value"].as_f64().is_some_and(|x| x > 0.0), "{line}");
+        assert!(v["size"] == 64 || v["size"] == 65536, "{line}");
+        series.insert(v["series"].as_str().unwrap().to_owned());
+    }
+    assert_eq!(
+        series.into_iter().collect::<Vec<_>>(),
+        [
+            "memcpy",
+            "raw-shm-spin",
+            "raw-tcp",
+            "raw-tcp-block",
+            "raw-tcp-spin"
+        ]
+    );
+    assert_eq!(stdout.lines().count(), 10);
+    let bytes = std::fs::read(&png).unwrap();
+    assert_eq!(&bytes[..8], b"\x89PNG\r\n\x1a\n");
+}
