@@ -17,8 +17,11 @@
 //! # Upcall rules
 //! - Upcalls may run on any thread: a provider thread, or the application thread inside
 //!   [`Transport::progress`] or a post.
-//! - A provider must not hold a lock across an upcall that the same upcall path could need, and
-//!   the facade never calls back into the transport from inside an upcall.
+//! - A provider must not hold any lock of its own across an upcall. The facade does not call
+//!   back into the transport from inside [`EpUpcalls`]; it may from inside
+//!   [`SpUpcalls::connection_request`], which can call `create_ep` (a PSP with the provider
+//!   flag creates the request's EP), `reject` (no EP could be made, or the service point is
+//!   gone) and `unlisten` (a reserved service point takes one request only).
 //! - Ordering per endpoint: successful completions that precede a connection loss are reported
 //!   before the [`CmFact`]; after reporting `Disconnected`, `Broken`, or any terminal fact, the
 //!   provider completes everything still outstanding on that EP with [`DtoStatus::Flushed`] (in
