@@ -152,3 +152,32 @@ fn on_a_device_pz_works_and_the_rest_is_not_implemented() {
     drop(pz);
     drop(conn);
 }
+
+/// In the rxe VM (`RXE_IP`, `RXE_NETDEV`, `RXE_DEV`, `RXE_GID_INDEX` set by rxe-vm): an IA named
+/// by address or by interface resolves through rdma_cm to the device, and reports the address.
+#[test]
+fn in_the_rxe_vm_address_and_netdev_resolve_to_the_device() {
+    let (Ok(ip), Ok(netdev), Ok(dev), Ok(gid)) = (
+        std::env::var("RXE_IP"),
+        std::env::var("RXE_NETDEV"),
+        std::env::var("RXE_DEV"),
+        std::env::var("RXE_GID_INDEX"),
+    ) else {
+        return;
+    };
+    for params in [
+        format!("address = \"{ip}\""),
+        format!("netdev = \"{netdev}\", gid_index = {gid}"),
+    ] {
+        let ia = registry(&params).open_ia(Some("v"), 8).expect(&params);
+        let a = ia.attr();
+        assert_eq!(a.ia_address.ip().to_string(), ip, "{params}");
+        let device = a.transport_attr.iter().find(|n| n.name == "DEVICE");
+        assert_eq!(device.map(|n| n.value.as_str()), Some(dev.as_str()));
+    }
+    // By device and the IPv4-mapped GID: the address comes from the GID.
+    let ia = registry(&format!("device = \"{dev}\", port = 1, gid_index = {gid}"))
+        .open_ia(Some("v"), 8)
+        .expect("by device");
+    assert_eq!(ia.attr().ia_address.ip().to_string(), ip);
+}
