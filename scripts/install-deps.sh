@@ -9,6 +9,12 @@ PACKAGES=(
   libdapl-dev   # dat2 headers: dat-capi layout tests and C programs
   libdapl2      # the stock libdat2 registry dat-capi plugs into
   dapl2-utils   # dtest/dapltest for dat-capi/tests/stock-suite.sh
+  # dat-provider-verbs (a workspace member, built by clippy/doc/test): rdma-sys runs bindgen
+  # over the rdma-core headers and links libibverbs + librdmacm.
+  libibverbs-dev
+  librdmacm-dev
+  libclang-dev  # bindgen's libclang
+  clang         # clang's own headers (stddef.h) for bindgen
 )
 
 missing=()

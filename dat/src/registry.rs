@@ -61,6 +61,8 @@ impl From<OpenError> for IaOpenError {
 }
 
 /// The providers compiled into this build, with their registry names.
+// One push per compiled-in provider, each under its feature.
+#[allow(clippy::vec_init_then_push)]
 fn builtin_providers() -> Vec<Arc<dyn Provider>> {
     #[allow(unused_mut)]
     let mut v: Vec<Arc<dyn Provider>> = Vec::new();
@@ -68,6 +70,8 @@ fn builtin_providers() -> Vec<Arc<dyn Provider>> {
     v.push(Arc::new(dat_provider_tcp::TcpProvider::new()));
     #[cfg(feature = "shm")]
     v.push(dat_provider_shm::ShmProvider::new());
+    #[cfg(feature = "verbs")]
+    v.push(Arc::new(dat_provider_verbs::VerbsProvider::new()));
     v
 }
 
