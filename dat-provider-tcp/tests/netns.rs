@@ -144,7 +144,7 @@ fn active() {
     bufs.write(64, b"ping").unwrap();
     a.ep.post_send(&[bufs.triplet(64, 4)], Cookie(11), CompletionFlags::DEFAULT)
         .unwrap();
-    let mut seen = vec![a.dto(), a.dto()];
+    let mut seen = [a.dto(), a.dto()];
     seen.sort_by_key(|c| c.cookie.0);
     ok(&seen[0], 10, DtoOp::Receive, 4);
     ok(&seen[1], 11, DtoOp::Send, 4);
