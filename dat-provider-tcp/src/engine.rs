@@ -22,6 +22,11 @@
 //!   failures of an incoming RDMA checked with [`MemTable::remote`] before any byte is
 //!   touched) are reported locally, answered with a `Nak` carrying the requester's status, and
 //!   break both sides.
+//! * Disconnect: abrupt ([`Engine::disconnect`]) queues a `Disconnect` and reports
+//!   `Disconnected` at once, flushing what is outstanding. Graceful
+//!   ([`Engine::disconnect_graceful`]) first lets the requests already posted finish (their
+//!   successful completions come before `Disconnected`; a request the peer refuses carries
+//!   its error), bounded by a deadline after which it is abrupt.
 //! * A malformed frame, an unexpected frame or a lost socket breaks the connection; the
 //!   engine then reports the terminal fact and flushes everything outstanding, requests
 //!   first, then receives, each in posting order.
