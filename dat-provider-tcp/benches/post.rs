@@ -231,5 +231,73 @@ fn loopback_pingpong(c: &mut Criterion, use_wait: bool) {
     g.finish();
 }
 
-criterion_group!(benches, engine_pair, loopback_polled, loopback_waited);
+/// The baseline of the polled ping-pong: 8 bytes over a raw loopback TCP connection with
+/// `TCP_NODELAY`, both ends spinning on non-blocking sockets (busy-poll), echoed by a thread.
+fn raw_tcp_spin(c: &mut Criterion) {
+    use std::io::{ErrorKind, Read, Write};
+    use std::net::{TcpListener, TcpStream};
+    use std::sync::atomic::{AtomicBool, Ordering};
+
+    fn exchange(s: &mut TcpStream, buf: &mut [u8; 8], stop: Option<&AtomicBool>) -> bool {
+        let mut got = 0;
+        while got < buf.len() {
+            match s.read(&mut buf[got..]) {
+                Ok(0) => return false,
+                Ok(n) => got += n,
+                Err(e) if e.kind() == ErrorKind::WouldBlock => {
+                    if stop.is_some_and(|f| f.load(Ordering::Relaxed)) {
+                        return false;
+                    }
+                    std::hint::spin_loop();
+                }
+                Err(e) => panic!("read: {e}"),
+            }
+        }
+        true
+    }
+    fn send(s: &mut TcpStream, buf: &[u8; 8]) {
+        let mut put = 0;
+        while put < buf.len() {
+            match s.write(&buf[put..]) {
+                Ok(n) => put += n,
+                Err(e) if e.kind() == ErrorKind::WouldBlock => std::hint::spin_loop(),
+                Err(e) => panic!("write: {e}"),
+            }
+        }
+    }
+
+    let l = TcpListener::bind("127.0.0.1:0").unwrap();
+    let mut a = TcpStream::connect(l.local_addr().unwrap()).unwrap();
+    let (mut b, _) = l.accept().unwrap();
+    for s in [&a, &b] {
+        s.set_nodelay(true).unwrap();
+        s.set_nonblocking(true).unwrap();
+    }
+    let stop = Arc::new(AtomicBool::new(false));
+    let stop2 = stop.clone();
+    let echo = std::thread::spawn(move || {
+        let mut buf = [0u8; 8];
+        while exchange(&mut b, &mut buf, Some(&stop2)) {
+            send(&mut b, &buf);
+        }
+    });
+    let mut buf = [7u8; 8];
+    c.bench_function("raw tcp 8B ping-pong (busy-poll, round trip)", |bch| {
+        bch.iter(|| {
+            send(&mut a, &buf);
+            exchange(&mut a, &mut buf, None);
+            black_box(&buf);
+        })
+    });
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    echo.join().unwrap();
+}
+
+criterion_group!(
+    benches,
+    engine_pair,
+    raw_tcp_spin,
+    loopback_polled,
+    loopback_waited
+);
 criterion_main!(benches);

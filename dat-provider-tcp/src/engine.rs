@@ -22,6 +22,11 @@
 //!   failures of an incoming RDMA checked with [`MemTable::remote`] before any byte is
 //!   touched) are reported locally, answered with a `Nak` carrying the requester's status, and
 //!   break both sides.
+//! * Disconnect: abrupt ([`Engine::disconnect`]) queues a `Disconnect` and reports
+//!   `Disconnected` at once, flushing what is outstanding. Graceful
+//!   ([`Engine::disconnect_graceful`]) first lets the requests already posted finish (their
+//!   successful completions come before `Disconnected`; a request the peer refuses carries
+//!   its error), bounded by a deadline after which it is abrupt.
 //! * A malformed frame, an unexpected frame or a lost socket breaks the connection; the
 //!   engine then reports the terminal fact and flushes everything outstanding, requests
 //!   first, then receives, each in posting order.
@@ -245,6 +250,9 @@ pub struct Engine {
     ack_due: Option<Instant>,
     /// `None`: bare acks go out at once; `Some(now)`: delayed-ack mode at time `now`.
     ack_clock: Option<Instant>,
+    /// Graceful disconnect in progress: the connection closes once every request is
+    /// acknowledged, or at this deadline (then abruptly).
+    drain_deadline: Option<Instant>,
 }
 
 impl Engine {
@@ -273,6 +281,7 @@ impl Engine {
             parked_msn: None,
             ack_due: None,
             ack_clock: None,
+            drain_deadline: None,
         }
     }
 
@@ -355,16 +364,49 @@ impl Engine {
         .emit(0, &mut self.txq.buf);
     }
 
-    /// Tears the connection down (graceful and abrupt alike): a connected engine queues a
+    /// Tears the connection down at once (abrupt): a connected engine queues a
     /// `Disconnect` after the frames already queued; every state reports `Disconnected` and
     /// flushes what is outstanding. Completions that succeeded were reported before.
     pub fn disconnect(&mut self) {
+        self.drain_deadline = None;
         if matches!(self.state, State::Accepting | State::Connected) {
             Frame::Disconnect.emit(self.processed, &mut self.txq.buf);
         } else {
             self.drop_tx();
         }
         self.terminate(CmFact::Disconnected);
+    }
+
+    /// Graceful disconnect: a connected engine with requests outstanding keeps the
+    /// connection up until every one of them has completed (acknowledged, or its read
+    /// response arrived), reporting their completions, and only then queues the `Disconnect`
+    /// and reports `Disconnected` (receives still posted are flushed). If that has not
+    /// happened within `limit` of `now` (a peer that never acknowledges), it disconnects
+    /// abruptly at that deadline ([`Engine::handle_timeout`]). In every other case it is
+    /// [`Engine::disconnect`].
+    pub fn disconnect_graceful(&mut self, now: Instant, limit: Duration) {
+        if self.state == State::Connected && !self.outstanding.is_empty() {
+            if self.drain_deadline.is_none() {
+                self.drain_deadline = Some(now.checked_add(limit).unwrap_or(now));
+            }
+        } else {
+            self.disconnect();
+        }
+    }
+
+    /// True while a graceful disconnect waits for outstanding requests.
+    pub fn is_draining(&self) -> bool {
+        self.drain_deadline.is_some()
+    }
+
+    /// Ends a graceful disconnect once nothing is outstanding any more.
+    fn check_drain(&mut self) {
+        if self.drain_deadline.is_some()
+            && self.state == State::Connected
+            && self.outstanding.is_empty()
+        {
+            self.disconnect();
+        }
     }
 
     /// Posts a work request. Receives are kept in every state until a connection takes
@@ -400,7 +442,11 @@ impl Engine {
     /// end of the connection. The caller keeps the rest and offers it again later.
     pub fn handle_input(&mut self, now: Instant, input: &[u8]) -> usize {
         let mut used = 0;
-        while !self.is_closed() {
+        loop {
+            self.check_drain();
+            if self.is_closed() {
+                break;
+            }
             let rest = input.get(used..).unwrap_or_default();
             if self.rx_stream.is_some() {
                 if rest.is_empty() {
@@ -459,6 +505,7 @@ impl Engine {
                 },
             }
         }
+        self.check_drain();
         used
     }
 
@@ -544,6 +591,7 @@ impl Engine {
     /// `n` bytes were read straight into the memory [`Engine::rx_direct`] named.
     pub fn rx_direct_done(&mut self, now: Instant, n: usize) {
         self.stream_advance(now, n);
+        self.check_drain();
     }
 
     /// The stream under the connection failed.
@@ -580,6 +628,16 @@ impl Engine {
             tracing::debug!(msn, "receiver not ready: no receive posted in time");
             self.nak_and_break(msn, DtoStatus::ReceiverNotReady);
         }
+        if let Some(d) = self.drain_deadline
+            && now >= d
+            && self.state == State::Connected
+        {
+            tracing::debug!(
+                outstanding = self.outstanding.len(),
+                "graceful disconnect: requests still unacknowledged at the deadline, disconnecting abruptly"
+            );
+            self.disconnect();
+        }
     }
 
     /// The next deadline, if any.
@@ -588,11 +646,10 @@ impl Engine {
             State::Connecting { deadline } => deadline,
             _ => None,
         };
-        let rnr = self.rnr_deadline.filter(|_| self.state == State::Connected);
-        match (connect, rnr) {
-            (Some(a), Some(b)) => Some(a.min(b)),
-            (a, b) => a.or(b),
-        }
+        let connected = self.state == State::Connected;
+        let rnr = self.rnr_deadline.filter(|_| connected);
+        let drain = self.drain_deadline.filter(|_| connected);
+        [connect, rnr, drain].into_iter().flatten().min()
     }
 
     /// The next fact to report.
@@ -670,6 +727,7 @@ impl Engine {
     /// the receive being filled, then the posted receives.
     fn terminate(&mut self, fact: CmFact) {
         self.state = State::Closed;
+        self.drain_deadline = None;
         self.rnr_deadline = None;
         self.parked_msn = None;
         self.responses.clear();

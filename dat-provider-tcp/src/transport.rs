@@ -273,13 +273,23 @@ impl Transport for TcpIa {
         Ok(())
     }
 
-    fn disconnect(&self, ep: EpId, _flags: CloseFlags) -> DatResult<()> {
+    fn disconnect(&self, ep: EpId, flags: CloseFlags) -> DatResult<()> {
         let Some(conn) = self.shared.ep(ep) else {
             return Ok(());
         };
+        // A graceful disconnect waits for the requests already posted: each may wait at the
+        // peer for a receive up to our receiver-not-ready timeout (then it is refused), and
+        // its bytes may take up to the TCP user timeout to be acknowledged (then the socket
+        // fails). Past both, the peer is not answering: disconnect abruptly.
+        let p = self.params();
+        let limit = p.rnr_timeout + p.user_timeout.unwrap_or(p.rnr_timeout);
+        let now = Instant::now();
         self.shared.with_io(&conn, |sh, io| {
-            io.engine.disconnect();
-            sh.pump(io, Instant::now(), Pump::Post);
+            match flags {
+                CloseFlags::Graceful => io.engine.disconnect_graceful(now, limit),
+                CloseFlags::Abrupt => io.engine.disconnect(),
+            }
+            sh.pump(io, now, Pump::Post);
         });
         Ok(())
     }

@@ -61,7 +61,7 @@ impl From<OpenError> for IaOpenError {
 }
 
 /// The providers compiled into this build, with their registry names.
-// One push per compiled-in provider, each under its feature.
+// Each push is behind its own feature: no `vec![]` literal fits every combination.
 #[allow(clippy::vec_init_then_push)]
 fn builtin_providers() -> Vec<Arc<dyn Provider>> {
     #[allow(unused_mut)]

@@ -560,7 +560,15 @@ impl Engine {
                 .push_back(Event::Completion(p.wr.completion(status, 0)));
         }
         self.drop_tx();
-        self.terminate(CmFact::Broken);
+        // During a graceful disconnect the failed request carries the error and the teardown
+        // the consumer asked for completes as such (as a verbs provider moving the QP to the
+        // error state reports the disconnect).
+        let fact = if self.drain_deadline.is_some() {
+            CmFact::Disconnected
+        } else {
+            CmFact::Broken
+        };
+        self.terminate(fact);
         Ok(())
     }
 

@@ -51,7 +51,11 @@ impl Node {
     }
 
     pub fn with_params(params: &str) -> Node {
-        let ia = open(params);
+        Node::on(open(params))
+    }
+
+    /// A PZ, EVDs and one EP on `ia`.
+    pub fn on(ia: Ia) -> Node {
         let pz = ia.create_pz().expect("pz");
         let dto = ia.create_evd(256, EvdFlags::DTO, None).expect("dto evd");
         let conn = ia

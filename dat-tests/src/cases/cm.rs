@@ -3,13 +3,15 @@
 
 use std::time::Duration;
 
-use dat::types::{CloseFlags, ConnQual, EventNumber, PspFlags, Qos, Timeout};
-use dat::{ConnectFlags, DatError, EpParams, EpState, ErrorType, Subtype};
+use dat::types::{
+    CloseFlags, ConnQual, DtoOp, DtoStatus, EvdFlags, EventNumber, PspFlags, Qos, Timeout,
+};
+use dat::{ConnectFlags, DatError, EpModify, EpParams, EpState, ErrorType, Subtype};
 
 use crate::Outcome;
 use crate::harness::{
-    CONNECT_TIMEOUT, Side, assert_empty, connect_ep, connect_ep_err, connect_more, expect_conn,
-    expect_cr, pair, sides,
+    CONNECT_TIMEOUT, Side, assert_empty, connect_ep, connect_ep_err, connect_more,
+    expect_completion, expect_conn, expect_cr, pair, post_recv, post_send, sides,
 };
 use crate::target::Target;
 
@@ -386,12 +388,69 @@ pub fn psp_provider_reject_destroys_ep(t: &dyn Target) -> Outcome {
     Outcome::Pass
 }
 
-/// Accept of a provider-created EP (needs the EP configured first).
-pub fn psp_provider_accept(_t: &dyn Target) -> Outcome {
-    Outcome::Skip(
-        "API missing: dat_ep_modify (a provider-created EP needs a PZ and a connect EVD to be accepted)"
-            .into(),
-    )
+/// Accept of a provider-created EP: it is TENTATIVE_CONNECTION_PENDING without a PZ or EVDs,
+/// so `accept(None)` is refused until `dat_ep_modify` gives it a PZ and EVDs; then it
+/// connects, carries data both ways and disconnects like any EP.
+pub fn psp_provider_accept(t: &dyn Target) -> Outcome {
+    let (a, b) = sides(t);
+    if !b.ia.provider_attr().psp_provider_flag_supported {
+        return Outcome::Skip("provider does not advertise DAT_PSP_PROVIDER_FLAG".into());
+    }
+    let psp =
+        b.ia.create_psp(t.qual(), &b.cr, PspFlags::Provider)
+            .unwrap();
+    connect_ep(&a.ep, &b.addr(), psp.conn_qual(), b"to the provider ep");
+    let cr = expect_cr(&b.ia, &b.cr, &psp);
+    assert_eq!(&*cr.query().unwrap().private_data, b"to the provider ep");
+    let ep = cr.ep().expect("provider EP");
+    assert_eq!(ep.state(), Ok(EpState::TentativeConnectionPending));
+    assert_eq!(
+        cr.accept(None, b""),
+        Err(DatError::invalid_handle(Subtype::InvalidHandleEp)),
+        "no PZ or connect EVD yet"
+    );
+    let conn = b.ia.create_evd(8, EvdFlags::CONNECTION, None).unwrap();
+    let dto = b.ia.create_evd(16, EvdFlags::DTO, None).unwrap();
+    // The EP has no DTO EVDs, so its queue depths are 0: they come with the EVDs.
+    let attr = b.deep_attr(4);
+    ep.modify(&EpModify {
+        pz: Some(&b.pz),
+        recv_evd: Some(&dto),
+        request_evd: Some(&dto),
+        connect_evd: Some(&conn),
+        attr: Some(&attr),
+    })
+    .unwrap();
+    assert_eq!(ep.state(), Ok(EpState::TentativeConnectionPending));
+    // A receive posted before the accept is kept for the connection.
+    post_recv(&b, &ep, 0, 64, 1);
+    cr.accept(None, b"from the provider ep").unwrap();
+    assert_eq!(
+        &*expect_conn(&a.conn, EventNumber::Established, &a.ep),
+        b"from the provider ep"
+    );
+    assert_eq!(&*expect_conn(&conn, EventNumber::Established, &ep), b"");
+    assert_eq!(ep.state(), Ok(EpState::Connected));
+    // Data both ways on the provider-created EP.
+    a.lmr.write(0, b"ping over a provider ep").unwrap();
+    post_send(&a, &a.ep, 0, 23, 2);
+    expect_completion(&a.req, &a.ep, 2, DtoStatus::Success, DtoOp::Send, 23);
+    expect_completion(&dto, &ep, 1, DtoStatus::Success, DtoOp::Receive, 23);
+    let mut got = [0u8; 23];
+    b.lmr.read(0, &mut got).unwrap();
+    assert_eq!(&got, b"ping over a provider ep");
+    post_recv(&a, &a.ep, 100, 16, 3);
+    b.lmr.write(200, b"pong").unwrap();
+    post_send(&b, &ep, 200, 4, 4);
+    expect_completion(&dto, &ep, 4, DtoStatus::Success, DtoOp::Send, 4);
+    expect_completion(&a.recv, &a.ep, 3, DtoStatus::Success, DtoOp::Receive, 4);
+    let mut got = [0u8; 4];
+    a.lmr.read(100, &mut got).unwrap();
+    assert_eq!(&got, b"pong");
+    ep.disconnect(CloseFlags::Abrupt).unwrap();
+    expect_conn(&conn, EventNumber::Disconnected, &ep);
+    expect_conn(&a.conn, EventNumber::Disconnected, &a.ep);
+    Outcome::Pass
 }
 
 /// Handoff moves a request to another consumer PSP of the IA, with a new CR event there.

@@ -2,7 +2,7 @@
 //! through real connections.
 
 use dat::types::{CloseFlags, CompletionFlags, Cookie, DtoOp, DtoStatus, EventNumber, PspFlags};
-use dat::{Cr, DatError, Ep, EpState, Sp, Subtype};
+use dat::{Cr, DatError, Ep, EpModify, EpState, Sp, Subtype};
 
 use crate::Outcome;
 use crate::harness::{
@@ -179,14 +179,23 @@ fn make_with(t: &dyn Target, state: EpState, with_spare: bool) -> Result<Fx, Out
     }
 }
 
-/// The provider-created EP of TENTATIVE has no PZ or EVDs and cannot get them.
-fn tentative_unusable(state: EpState) -> Option<Outcome> {
-    (state == EpState::TentativeConnectionPending).then(|| {
-        Outcome::Skip(
-            "API missing: dat_ep_modify (a provider-created EP has no PZ/EVDs to post or accept with)"
-                .into(),
-        )
+/// The provider-created EP of TENTATIVE has no PZ or EVDs: `dat_ep_modify` gives it those of
+/// its side (and queue depths to go with the DTO EVDs) so that posts and accepts reach the
+/// state checks.
+fn configure_tentative(f: &Fx) {
+    if f.ep.state() != Ok(EpState::TentativeConnectionPending) {
+        return;
+    }
+    let attr = f.me.deep_attr(8);
+    f.ep.modify(&EpModify {
+        pz: Some(&f.me.pz),
+        recv_evd: Some(&f.me.recv),
+        request_evd: Some(&f.me.req),
+        connect_evd: Some(&f.me.conn),
+        attr: Some(&attr),
     })
+    .expect("dat_ep_modify of the provider-created EP");
+    assert_eq!(f.ep.state(), Ok(EpState::TentativeConnectionPending));
 }
 
 /// Row `connect`: only UNCONNECTED proceeds (to ACP).
@@ -352,13 +361,7 @@ pub fn row_post_request(t: &dyn Target, state: EpState, rdma: bool) -> Outcome {
         Ok(f) => f,
         Err(o) => return o,
     };
-    if let Some(o) = tentative_unusable(state) {
-        assert_eq!(
-            f.ep.post_send(&[], Cookie(1), CompletionFlags::DEFAULT),
-            Err(UNC)
-        );
-        return o;
-    }
+    configure_tentative(&f);
     let s = &f.me;
     s.lmr.write(0, b"request").unwrap();
     if state == EpState::Connected {
@@ -404,9 +407,7 @@ pub fn row_post_recv(t: &dyn Target, state: EpState) -> Outcome {
         Ok(f) => f,
         Err(o) => return o,
     };
-    if let Some(o) = tentative_unusable(state) {
-        return o;
-    }
+    configure_tentative(&f);
     let s = &f.me;
     assert_eq!(
         f.ep.post_recv(&[s.lmr.triplet(0, 64)], Cookie(3), CompletionFlags::DEFAULT),
@@ -433,9 +434,7 @@ pub fn row_accept_with_ep(t: &dyn Target, state: EpState) -> Outcome {
         Ok(f) => f,
         Err(o) => return o,
     };
-    if let Some(o) = tentative_unusable(state) {
-        return o;
-    }
+    configure_tentative(&f);
     // A fresh request on a consumer PSP of the EP's IA (prepared in advance for CP and DP,
     // which the progress of waiting for it would end).
     let Spare(_psp, requester, cr) = match f.spare.take() {

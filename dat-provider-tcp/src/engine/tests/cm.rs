@@ -137,7 +137,7 @@ fn malformed_frame_breaks_the_connection_and_flushes() {
 }
 
 #[test]
-fn graceful_disconnect_reports_successes_first_then_flushes() {
+fn abrupt_disconnect_reports_successes_first_then_flushes() {
     let mut p = Pair::connected();
     let src = p.a.register(b"abcd");
     let dst = p.b.register(&[0u8; 8]);
@@ -168,6 +168,152 @@ fn graceful_disconnect_reports_successes_first_then_flushes() {
     );
     assert!(p.a.e.is_closed() && p.b.e.is_closed());
     assert!(p.a.e.poll_transmit().is_empty());
+}
+
+#[test]
+fn graceful_disconnect_completes_outstanding_requests_before_disconnected() {
+    let mut p = Pair::connected();
+    let src = p.a.register(b"abcdefgh");
+    let dst = p.b.register(&[0u8; 16]);
+    let back = p.a.register(&[0u8; 4]);
+    let a_recv = p.a.register(&[0u8; 4]);
+    for i in 0..3 {
+        p.b.e
+            .post(p.b.wr(PostOp::Recv, &[tri(dst, i * 4, 4)], 10 + i));
+    }
+    p.a.e.post(p.a.wr(PostOp::Recv, &[tri(a_recv, 0, 4)], 30));
+    // Posted, none transmitted yet: two sends, an RDMA write, an RDMA read.
+    p.a.e.post(p.a.wr(PostOp::Send, &[tri(src, 0, 4)], 1));
+    p.a.e.post(p.a.wr(PostOp::Send, &[tri(src, 4, 4)], 2));
+    p.a.e
+        .post(p.a.wr(PostOp::RdmaWrite(rtri(dst, 12, 4)), &[tri(src, 0, 4)], 3));
+    p.a.e
+        .post(p.a.wr(PostOp::RdmaRead(rtri(dst, 4, 4)), &[tri(back, 0, 4)], 4));
+    p.a.e.disconnect_graceful(p.now, Duration::from_secs(1));
+    assert!(p.a.e.is_draining() && p.a.e.is_connected());
+    assert_eq!(
+        p.a.take(),
+        vec![],
+        "nothing is reported before the acknowledgements"
+    );
+    p.run();
+    assert_eq!(
+        p.a.take(),
+        vec![
+            done(1, DtoStatus::Success, 4, DtoOp::Send),
+            done(2, DtoStatus::Success, 4, DtoOp::Send),
+            done(3, DtoStatus::Success, 4, DtoOp::RdmaWrite),
+            done(4, DtoStatus::Success, 4, DtoOp::RdmaRead),
+            Event::Cm(CmFact::Disconnected),
+            done(30, DtoStatus::Flushed, 0, DtoOp::Receive),
+        ]
+    );
+    assert_eq!(&p.a.read(back.0), b"efgh");
+    assert_eq!(
+        p.b.take(),
+        vec![
+            done(10, DtoStatus::Success, 4, DtoOp::Receive),
+            done(11, DtoStatus::Success, 4, DtoOp::Receive),
+            Event::Cm(CmFact::Disconnected),
+            done(12, DtoStatus::Flushed, 0, DtoOp::Receive),
+        ]
+    );
+    assert_eq!(&p.b.read(dst.0)[..16], b"abcdefgh\0\0\0\0abcd");
+    assert!(p.a.e.is_closed() && p.b.e.is_closed());
+}
+
+#[test]
+fn graceful_disconnect_without_outstanding_requests_is_immediate() {
+    let mut p = Pair::connected();
+    let a_recv = p.a.register(&[0u8; 4]);
+    p.a.e.post(p.a.wr(PostOp::Recv, &[tri(a_recv, 0, 4)], 30));
+    p.a.e.disconnect_graceful(p.now, Duration::from_secs(1));
+    assert!(!p.a.e.is_draining() && p.a.e.is_closed());
+    p.run();
+    assert_eq!(
+        p.a.take(),
+        vec![
+            Event::Cm(CmFact::Disconnected),
+            done(30, DtoStatus::Flushed, 0, DtoOp::Receive),
+        ]
+    );
+    assert_eq!(p.b.take(), vec![Event::Cm(CmFact::Disconnected)]);
+}
+
+#[test]
+fn graceful_disconnect_gives_up_on_a_silent_peer_at_the_deadline() {
+    let mut p = Pair::connected();
+    let src = p.a.register(b"abcd");
+    p.a.e.post(p.a.wr(PostOp::Send, &[tri(src, 0, 4)], 1));
+    let limit = Duration::from_secs(2);
+    p.a.e.disconnect_graceful(p.now, limit);
+    assert_eq!(p.a.e.poll_timeout(), Some(p.now + limit));
+    // The peer never answers: nothing is delivered to B.
+    let n = p.a.e.poll_transmit().len();
+    assert!(n > 0);
+    p.a.e.advance_transmit(n);
+    p.advance(limit - Duration::from_millis(1));
+    assert_eq!(p.a.take(), vec![], "still waiting before the deadline");
+    assert!(p.a.e.is_connected());
+    p.advance(Duration::from_millis(1));
+    assert_eq!(
+        p.a.take(),
+        vec![
+            Event::Cm(CmFact::Disconnected),
+            done(1, DtoStatus::Flushed, 0, DtoOp::Send),
+        ]
+    );
+    assert!(p.a.e.is_closed());
+    assert_eq!(p.a.e.poll_timeout(), None);
+    // The Disconnect still goes out.
+    let mut out = Vec::new();
+    out.extend_from_slice(p.a.e.poll_transmit());
+    assert!(matches!(
+        Frame::parse(&out),
+        Ok(Some(wire::Decoded {
+            frame: Frame::Disconnect,
+            ..
+        }))
+    ));
+}
+
+#[test]
+fn graceful_disconnect_reports_a_refused_send_then_disconnected() {
+    let mut p = Pair::connected();
+    let src = p.a.register(b"abcd");
+    p.a.e.post(p.a.wr(PostOp::Send, &[tri(src, 0, 4)], 1));
+    p.a.e.disconnect_graceful(p.now, Duration::from_secs(60));
+    p.run();
+    assert_eq!(p.a.take(), vec![], "the send waits at B for a receive");
+    p.advance(RNR);
+    p.run();
+    assert_eq!(
+        p.a.take(),
+        vec![
+            done(1, DtoStatus::ReceiverNotReady, 0, DtoOp::Send),
+            Event::Cm(CmFact::Disconnected),
+        ]
+    );
+    assert_eq!(p.b.take(), vec![Event::Cm(CmFact::Broken)]);
+}
+
+#[test]
+fn graceful_disconnect_meets_the_peers_disconnect() {
+    let mut p = Pair::connected();
+    let src = p.a.register(b"abcd");
+    p.a.e.post(p.a.wr(PostOp::Send, &[tri(src, 0, 4)], 1));
+    p.a.e.disconnect_graceful(p.now, Duration::from_secs(1));
+    // B disconnects first (its send has no receive yet): A's send is flushed after the fact.
+    p.b.e.disconnect();
+    p.run();
+    assert_eq!(
+        p.a.take(),
+        vec![
+            Event::Cm(CmFact::Disconnected),
+            done(1, DtoStatus::Flushed, 0, DtoOp::Send),
+        ]
+    );
+    assert_eq!(p.b.take(), vec![Event::Cm(CmFact::Disconnected)]);
 }
 
 #[test]
