@@ -175,7 +175,8 @@ impl Target for FabricTarget {
 ///
 /// The pair is the IA opened twice (or the IA named by `$DAT_TEST_IA_PEER` for the second
 /// side). Connection qualifiers start at `$DAT_TEST_QUAL_BASE` (default: derived from the
-/// process id, so concurrent suites rarely collide).
+/// process id, so concurrent suites rarely collide, and kept below Linux's ephemeral port
+/// range, 32768 and up, so a TCP provider's listening port never meets a client socket's).
 pub struct RegistryTarget {
     ia: String,
     peer_ia: String,
@@ -191,7 +192,7 @@ impl RegistryTarget {
         let base = std::env::var("DAT_TEST_QUAL_BASE")
             .ok()
             .and_then(|v| v.parse::<u64>().ok())
-            .unwrap_or_else(|| 20_000 + u64::from(std::process::id() % 400) * 100);
+            .unwrap_or_else(|| 20_000 + u64::from(std::process::id() % 24) * 500);
         RegistryTarget {
             ia: name.to_owned(),
             peer_ia,
