@@ -79,8 +79,10 @@ impl Side {
             .create_evd(16, EvdFlags::CONNECTION, None)
             .expect("connection EVD");
         let cr = ia.create_evd(16, EvdFlags::CR, None).expect("CR EVD");
+        // Request completions and RMR bind completions share the request EVD, as OFA
+        // consumers set it up.
         let req = ia
-            .create_evd(DTO_QLEN, EvdFlags::DTO, None)
+            .create_evd(DTO_QLEN, EvdFlags::DTO | EvdFlags::RMR_BIND, None)
             .expect("request EVD");
         let recv = ia
             .create_evd(DTO_QLEN, EvdFlags::DTO, None)

@@ -182,6 +182,7 @@ pub struct RegistryTarget {
     peer_ia: String,
     unavailable: Option<String>,
     next_qual: AtomicU64,
+    unreachable: Option<IaAddress>,
 }
 
 impl RegistryTarget {
@@ -198,7 +199,16 @@ impl RegistryTarget {
             peer_ia,
             unavailable,
             next_qual: AtomicU64::new(base),
+            unreachable: None,
         }
+    }
+
+    /// Names an address no IA answers on, for the `UNREACHABLE` cases (`$DAT_TEST_UNREACHABLE`
+    /// overrides it). For TCP, a multicast address: the local stack refuses a connection to it
+    /// at once (`ENETUNREACH`) and no packet leaves the host.
+    pub fn with_unreachable(mut self, addr: IaAddress) -> RegistryTarget {
+        self.unreachable = Some(addr);
+        self
     }
 
     /// The IA named by `$DAT_TEST_IA`; unavailable (every case skipped) when it is not set.
@@ -280,6 +290,7 @@ impl Target for RegistryTarget {
         std::env::var("DAT_TEST_UNREACHABLE")
             .ok()
             .and_then(|s| s.parse().ok())
+            .or(self.unreachable)
     }
 }
 

@@ -1,6 +1,8 @@
-//! The conformance suite on the TCP provider over loopback (`tcp-lo`); every case is skipped
-//! with the reason while the provider is not compiled into `dat`.
+//! The conformance suite on the TCP provider over loopback (`tcp-lo`).
 
 use dat_tests::RegistryTarget;
 
-dat_tests::conformance_suite!(tcp, RegistryTarget::new("tcp-lo"));
+dat_tests::conformance_suite!(
+    tcp,
+    RegistryTarget::new("tcp-lo").with_unreachable("224.0.0.1:0".parse().unwrap())
+);

@@ -161,13 +161,117 @@ pub fn lmr_register_user_buffer(t: &dyn Target) -> Outcome {
 }
 
 /// RMR create/bind/free.
-pub fn rmr_create_bind_free(_t: &dyn Target) -> Outcome {
-    Outcome::Skip("API missing: RMR (dat_rmr_create, dat_rmr_bind, dat_rmr_free)".into())
+pub fn rmr_create_bind_free(t: &dyn Target) -> Outcome {
+    use dat::types::{CompletionFlags, Cookie, DtoStatus, EventNumber, RmrTriplet};
+    let p = crate::harness::pair(t);
+    let rmr = p.b.pz.create_rmr().unwrap();
+    assert_eq!(rmr.rmr_context(), None, "a new window is unbound");
+    let lmr_b = &p.b.lmr;
+    let window = lmr_b.triplet(64, 32);
+    let bind = |cookie, flags| {
+        rmr.bind(
+            lmr_b,
+            window,
+            MemPriv::REMOTE_WRITE,
+            VaType::Va,
+            &p.b.ep,
+            Cookie(cookie),
+            flags,
+        )
+    };
+    let ctx = bind(1, CompletionFlags::DEFAULT).unwrap();
+    let ev = crate::harness::next_event(&p.b.req);
+    assert_eq!(ev.number, EventNumber::RmrBindCompletion, "{ev:?}");
+    assert_eq!(rmr.rmr_context(), Some(ctx));
+    assert_eq!(rmr.query().unwrap().pz, p.b.pz.id());
+    // The PZ and the LMR are in use while the window exists / is bound.
+    assert_eq!(
+        p.b.pz.free(),
+        Err(DatError::invalid_state(Subtype::StatePzInUse))
+    );
+    assert_eq!(p.b.lmr.free().unwrap_err().kind(), ErrorType::InvalidState);
+    // The window admits RDMA inside it only.
+    p.a.lmr.write(0, b"through the window").unwrap();
+    let remote = RmrTriplet {
+        virtual_address: lmr_b.address() + 64,
+        segment_length: 18,
+        rmr_context: ctx,
+    };
+    p.a.ep
+        .post_rdma_write(
+            &[p.a.lmr.triplet(0, 18)],
+            Cookie(2),
+            remote,
+            CompletionFlags::DEFAULT,
+        )
+        .unwrap();
+    let c = crate::harness::expect_dto(&p.a.req);
+    assert_eq!((c.cookie, c.status), (Cookie(2), DtoStatus::Success));
+    let mut got = [0u8; 18];
+    lmr_b.read(64, &mut got).unwrap();
+    assert_eq!(&got, b"through the window");
+    // Unbinding (length 0) revokes the key; freeing makes the handle stale.
+    let unbound = rmr
+        .bind(
+            lmr_b,
+            lmr_b.triplet(0, 0),
+            MemPriv::REMOTE_WRITE,
+            VaType::Va,
+            &p.b.ep,
+            Cookie(3),
+            CompletionFlags::SUPPRESS,
+        )
+        .unwrap();
+    assert_eq!(unbound, 0);
+    assert_eq!(rmr.rmr_context(), None);
+    rmr.free().unwrap();
+    assert_eq!(
+        rmr.query().unwrap_err(),
+        DatError::invalid_handle(Subtype::InvalidHandleRmr)
+    );
+    Outcome::Pass
 }
 
-/// `dat_ep_modify`.
-pub fn ep_modify(_t: &dyn Target) -> Outcome {
-    Outcome::Skip("API missing: dat_ep_modify".into())
+/// `dat_ep_modify`: EVDs and the PZ change in UNCONNECTED, references move with them, and a
+/// refused change leaves everything as it was.
+pub fn ep_modify(t: &dyn Target) -> Outcome {
+    use dat::EpModify;
+    let (a, _b) = crate::harness::sides(t);
+    let pz2 = a.ia.create_pz().unwrap();
+    let conn2 = a.ia.create_evd(4, EvdFlags::CONNECTION, None).unwrap();
+    let before = a.ep.query().unwrap().config;
+    // A DTO EVD cannot be the connect EVD: refused, nothing changes.
+    assert_eq!(
+        a.ep.modify(&EpModify {
+            pz: Some(&pz2),
+            connect_evd: Some(&a.req),
+            ..EpModify::default()
+        }),
+        Err(DatError::invalid_handle(Subtype::InvalidHandleEvdConn))
+    );
+    assert_eq!(a.ep.query().unwrap().config, before);
+    a.ep.modify(&EpModify {
+        pz: Some(&pz2),
+        connect_evd: Some(&conn2),
+        ..EpModify::default()
+    })
+    .unwrap();
+    let after = a.ep.query().unwrap().config;
+    assert_eq!(
+        (after.pz, after.connect_evd),
+        (Some(pz2.id()), Some(conn2.id()))
+    );
+    // The new objects are referenced; the old connect EVD is free to go.
+    assert_eq!(
+        pz2.free(),
+        Err(DatError::invalid_state(Subtype::StatePzInUse))
+    );
+    assert_eq!(
+        conn2.free(),
+        Err(DatError::invalid_state(Subtype::StateEvdInUse))
+    );
+    a.conn.free().unwrap();
+    Outcome::Pass
 }
 
 /// EVD create argument checks.
