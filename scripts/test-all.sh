@@ -3,6 +3,9 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/install-deps.sh
+# Build first: the C ABI tests load target/debug/libdat_capi.so, which `cargo test` alone does
+# not produce.
+cargo build --workspace --all-features
 cargo test --workspace --all-features
 # The unmodified uDAPL test programs through libdat2 (prints SKIP while no IA can be opened).
 dat-capi/tests/stock-suite.sh
