@@ -65,6 +65,10 @@ const GREETING: Duration = Duration::from_secs(5);
 const APP_ACTIVE: Duration = Duration::from_millis(2);
 /// How long the provider thread keeps polling after it served work, before it sleeps.
 const PROVIDER_SPIN: Duration = Duration::from_micros(50);
+/// How long a graceful disconnect waits for the requests already posted to complete (a peer
+/// that posts no receive would hold a send back forever): past it the connection closes and
+/// what is still outstanding is flushed.
+pub(crate) const GRACEFUL_LIMIT: Duration = Duration::from_secs(2);
 
 thread_local! {
     static DELIVERING: Cell<bool> = const { Cell::new(false) };
@@ -91,6 +95,8 @@ struct Conn {
     peer_probe: u64,
     /// The peer closed or hung up: it no longer touches our memory.
     peer_gone: bool,
+    /// A graceful disconnect waits for the requests in flight until this deadline.
+    closing: Option<Instant>,
 }
 
 /// A connection torn down locally while the peer may still be copying (cross-memory attach)
@@ -293,7 +299,34 @@ impl Shared {
             self.teardown(st, id, Some(CmFact::Broken), false, out);
             any = true;
         }
-        any
+        any | self.finish_closing(st, out)
+    }
+
+    /// Closes the connections whose graceful disconnect has nothing left in flight (their
+    /// successful completions were reported first) or whose wait expired ([`GRACEFUL_LIMIT`]:
+    /// what is left is flushed). Returns whether any closed.
+    fn finish_closing(&self, st: &mut State, out: &mut Ups) -> bool {
+        let mut now = None;
+        let done: Vec<u64> = st
+            .conns
+            .iter()
+            .filter_map(|(id, c)| {
+                let deadline = c.closing?;
+                let idle = c.data.as_ref().is_none_or(|d| d.outstanding() == 0);
+                (idle || deadline <= *now.get_or_insert_with(Instant::now)).then_some(*id)
+            })
+            .collect();
+        for id in &done {
+            if st
+                .conns
+                .get(id)
+                .is_some_and(|c| c.data.as_ref().is_some_and(|d| d.outstanding() > 0))
+            {
+                tracing::warn!(ia = %self.name, "shm: graceful disconnect: requests still in flight after {GRACEFUL_LIMIT:?} are flushed");
+            }
+            self.teardown(st, *id, Some(CmFact::Disconnected), true, out);
+        }
+        !done.is_empty()
     }
 
     /// Removes a connection; reports `fact` on its endpoint and flushes it. `graceful` sends
@@ -440,6 +473,7 @@ impl Shared {
                     data: None,
                     peer_probe: 0,
                     peer_gone: false,
+                    closing: None,
                 },
             );
         }
@@ -634,6 +668,12 @@ impl Shared {
         let now = Instant::now();
         let mut next: Option<Instant> = None;
         let mut expired = Vec::new();
+        // Graceful disconnects close in `pump_all`, at the latest when their wait expires.
+        for c in st.conns.values() {
+            if let Some(d) = c.closing {
+                next = Some(next.map_or(d, |n| n.min(d)));
+            }
+        }
         for (id, c) in &st.conns {
             let d = match c.phase {
                 Phase::Requesting { deadline: Some(d) } | Phase::Greeting { deadline: d, .. } => d,

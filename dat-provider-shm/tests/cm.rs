@@ -159,3 +159,85 @@ fn bad_parameters_name_the_key() {
     }
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn graceful_disconnect_completes_requests_in_flight_first() {
+    let dir = scratch("graceful");
+    let reg = registry(&dir, "");
+    let (a, b) = (Side::new(&reg), Side::new(&reg));
+    let _sp = connect_pair(&a, &b, 4810);
+    for i in 0..4u64 {
+        b.ep.post_recv(&[b.lmr.triplet(i * 4096, 4096)], Cookie(i), none())
+            .unwrap();
+    }
+    let rmr = b.lmr.rmr_triplet(1 << 19, 1 << 16);
+    a.ep.post_recv(&[a.lmr.triplet(0, 64)], Cookie(99), none())
+        .unwrap();
+    for i in 0..4u64 {
+        a.ep.post_send(&[a.lmr.triplet(i * 4096, 4096)], Cookie(i), none())
+            .unwrap();
+        a.ep.post_rdma_write(&[a.lmr.triplet(0, 1 << 16)], Cookie(10 + i), rmr, none())
+            .unwrap();
+    }
+    a.ep.disconnect(CloseFlags::Graceful).unwrap();
+    // Every request completed successfully, in posting order, before DISCONNECTED.
+    for i in 0..4u64 {
+        for cookie in [i, 10 + i] {
+            let c = dto(&a.dto);
+            assert_eq!((c.cookie, c.status), (Cookie(cookie), DtoStatus::Success));
+        }
+    }
+    assert_eq!(cm(&a.conn).0, EventNumber::Disconnected);
+    // The receive still posted is flushed after.
+    let f = dto(&a.dto);
+    assert_eq!((f.cookie, f.status), (Cookie(99), DtoStatus::Flushed));
+    for i in 0..4u64 {
+        let c = dto(&b.dto);
+        assert_eq!((c.cookie, c.status), (Cookie(i), DtoStatus::Success));
+    }
+    assert_eq!(cm(&b.conn).0, EventNumber::Disconnected);
+    a.ia.close(CloseFlags::Abrupt).unwrap();
+    b.ia.close(CloseFlags::Abrupt).unwrap();
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn graceful_disconnect_of_a_send_nobody_receives_ends_flushed() {
+    let dir = scratch("graceful-stuck");
+    let reg = registry(&dir, "");
+    let (a, b) = (Side::new(&reg), Side::new(&reg));
+    let _sp = connect_pair(&a, &b, 4811);
+    // B posts no receive: the send is held back at B and never completes.
+    a.ep.post_send(&[a.lmr.triplet(0, 64)], Cookie(7), none())
+        .unwrap();
+    a.ep.disconnect(CloseFlags::Graceful).unwrap();
+    // The wait is bounded: DISCONNECTED arrives (within `WAIT`), then the send is flushed.
+    assert_eq!(cm(&a.conn).0, EventNumber::Disconnected);
+    let f = dto(&a.dto);
+    assert_eq!((f.cookie, f.status), (Cookie(7), DtoStatus::Flushed));
+    assert_eq!(cm(&b.conn).0, EventNumber::Disconnected);
+    a.ia.close(CloseFlags::Abrupt).unwrap();
+    b.ia.close(CloseFlags::Abrupt).unwrap();
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn abrupt_disconnect_cuts_a_graceful_wait_short() {
+    let dir = scratch("graceful-abrupt");
+    let reg = registry(&dir, "");
+    let (a, b) = (Side::new(&reg), Side::new(&reg));
+    let _sp = connect_pair(&a, &b, 4812);
+    a.ep.post_send(&[a.lmr.triplet(0, 64)], Cookie(7), none())
+        .unwrap();
+    a.ep.disconnect(CloseFlags::Graceful).unwrap();
+    a.ep.disconnect(CloseFlags::Abrupt).unwrap();
+    // DISCONNECTED at once (the core posts it), the send flushed; the peer sees the close.
+    assert_eq!(a.ep.state(), Ok(dat::EpState::Disconnected));
+    assert_eq!(cm(&a.conn).0, EventNumber::Disconnected);
+    let f = dto(&a.dto);
+    assert_eq!((f.cookie, f.status), (Cookie(7), DtoStatus::Flushed));
+    assert_eq!(cm(&b.conn).0, EventNumber::Disconnected);
+    a.ia.close(CloseFlags::Abrupt).unwrap();
+    b.ia.close(CloseFlags::Abrupt).unwrap();
+    let _ = std::fs::remove_dir_all(&dir);
+}

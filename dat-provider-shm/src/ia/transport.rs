@@ -165,6 +165,7 @@ impl Transport for ShmIa {
                         data: Some(data),
                         peer_probe: 0,
                         peer_gone: false,
+                        closing: None,
                     },
                 );
                 if let Some(e) = st.eps.get_mut(&ep) {
@@ -327,13 +328,32 @@ impl Transport for ShmIa {
         Ok(())
     }
 
-    fn disconnect(&self, ep: EpId, _flags: CloseFlags) -> DatResult<()> {
+    /// Graceful on a connected endpoint with requests in flight: they complete first (their
+    /// successes are reported before `Disconnected`), then the connection closes and what is
+    /// left (receives) is flushed; the wait is bounded by [`GRACEFUL_LIMIT`](super::GRACEFUL_LIMIT).
+    /// Abrupt (also during such a wait) closes at once and flushes.
+    fn disconnect(&self, ep: EpId, flags: CloseFlags) -> DatResult<()> {
         let sh = &self.shared;
         let mut st = sh.enter();
         let mut out = Ups::new();
-        let Some(e) = st.eps.get_mut(&ep) else {
+        let st_ref = &mut *st;
+        let Some(e) = st_ref.eps.get_mut(&ep) else {
             return Ok(());
         };
+        if flags == CloseFlags::Graceful
+            && let Some(c) = e.conn.and_then(|id| st_ref.conns.get_mut(&id))
+            && matches!(c.phase, Phase::Connected)
+            && c.data.as_ref().is_some_and(|d| d.outstanding() > 0)
+        {
+            if c.closing.is_none() {
+                c.closing = Some(Instant::now() + super::GRACEFUL_LIMIT);
+            }
+            // The provider thread (or the application's polling) completes the requests
+            // and closes; the wake-up makes it account for the deadline.
+            drop(st);
+            sh.poke();
+            return Ok(());
+        }
         match e.conn {
             Some(id) => sh.teardown(&mut st, id, Some(CmFact::Disconnected), true, &mut out),
             None => {
@@ -381,6 +401,10 @@ impl Transport for ShmIa {
                     let r = d.pump(&mut view, &sh.mem, &mut out);
                     if r.is_err() {
                         sh.teardown(&mut st, id, Some(CmFact::Broken), false, &mut out);
+                    } else if c.closing.is_some() {
+                        // The pump may have completed the last request a graceful
+                        // disconnect waited for.
+                        sh.finish_closing(&mut st, &mut out);
                     }
                 }
             }
