@@ -763,6 +763,11 @@ impl Shared {
                 timeout = if timeout < 0 { ms } else { timeout.min(ms) };
             }
             self.finish(st, std::mem::take(&mut out));
+            // `close` sets `stop`, then pokes: a poke that came before this pass drained the
+            // wake-up token is gone, so look again before sleeping (a later poke wakes us).
+            if self.stop.load(Ordering::Acquire) {
+                return;
+            }
             if timeout != 0 {
                 self.epoll.wait(&mut tokens, timeout);
             } else if spinning {

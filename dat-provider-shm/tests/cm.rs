@@ -241,3 +241,30 @@ fn abrupt_disconnect_cuts_a_graceful_wait_short() {
     b.ia.close(CloseFlags::Abrupt).unwrap();
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn closing_right_after_a_wake_up_never_hangs() {
+    // A connect to nobody wakes the provider thread; closing at once races its pass. Each
+    // close must return (bounded: the loop runs on a helper thread).
+    let dir = scratch("close-race");
+    let (tx, rx) = std::sync::mpsc::channel();
+    let d2 = dir.clone();
+    std::thread::spawn(move || {
+        let reg = registry(&d2, "");
+        for i in 0..1000u32 {
+            let a = Side::new(&reg);
+            a.connect(4813, b"", WAIT);
+            let t = std::time::Instant::now();
+            while t.elapsed() < std::time::Duration::from_nanos(u64::from(i % 64) * 400) {
+                std::hint::spin_loop();
+            }
+            a.ia.close(CloseFlags::Abrupt).unwrap();
+        }
+        let _ = tx.send(());
+    });
+    assert!(
+        rx.recv_timeout(std::time::Duration::from_secs(30)).is_ok(),
+        "an IA close hung"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
