@@ -13,7 +13,7 @@ use std::cell::Cell;
 use std::collections::{HashMap, VecDeque};
 use std::os::fd::{AsFd, OwnedFd};
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
@@ -148,6 +148,14 @@ pub(crate) struct Shared {
     deliver: Mutex<()>,
     epoll: Epoll,
     wake: OwnedFd,
+    /// What an application thread asleep in `Transport::block` waits on: every connection's
+    /// eventfd (as in `epoll`) and `app_wake`.
+    app_epoll: Epoll,
+    /// Ends a `Transport::block` (`Transport::unblock`).
+    app_wake: OwnedFd,
+    /// Application threads asleep in `Transport::block`: the provider thread then lets the
+    /// peers wake it (it does not count them as polling).
+    blocked: AtomicU32,
     stop: AtomicBool,
     /// Set by every `progress` call (one relaxed store: no clock read on the polling path),
     /// cleared by the provider thread.
@@ -197,6 +205,9 @@ impl ShmIa {
         let epoll = Epoll::new()?;
         let wake = sys::eventfd()?;
         epoll.add(wake.as_fd(), TOK_WAKE)?;
+        let app_epoll = Epoll::new()?;
+        let app_wake = sys::eventfd()?;
+        app_epoll.add(app_wake.as_fd(), TOK_WAKE)?;
         let cma_mode = params.cma && sys::cma_self_probe();
         let shared = Arc::new(Shared {
             name: name.to_owned(),
@@ -207,6 +218,9 @@ impl ShmIa {
             deliver: Mutex::new(()),
             epoll,
             wake,
+            app_epoll,
+            app_wake,
+            blocked: AtomicU32::new(0),
             stop: AtomicBool::new(false),
             polled: AtomicBool::new(false),
             probe: Box::new(wire::PROBE_VALUE),
@@ -350,6 +364,7 @@ impl Shared {
         }
         if let Some(d) = &c.data {
             self.epoll.remove(d.my_efd.as_fd());
+            self.app_epoll.remove(d.my_efd.as_fd());
         }
         let mut keep = Vec::new();
         let ep = c.ep.and_then(|e| st.eps.get_mut(&e));
@@ -661,6 +676,10 @@ impl Shared {
         }
         let (tx, rx) = ring::ends(&seg, false);
         self.epoll.add(acc_efd.as_fd(), TOK_EFD | id).ok()?;
+        if self.app_epoll.add(acc_efd.as_fd(), TOK_EFD | id).is_err() {
+            self.epoll.remove(acc_efd.as_fd());
+            return None;
+        }
         Some(DataPath::new(tx, rx, acc_efd, req_efd, pid))
     }
 
@@ -738,7 +757,7 @@ impl Shared {
             if self.polled.swap(false, Ordering::Relaxed) {
                 active_until = now + APP_ACTIVE;
             }
-            let app_active = now < active_until;
+            let app_active = now < active_until && self.blocked.load(Ordering::Acquire) == 0;
             // Spin (yielding) briefly after serving work while the application sleeps, so a
             // burst of one-sided operations does not pay a wake-up each; then sleep.
             if worked && !app_active {

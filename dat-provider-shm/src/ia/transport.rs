@@ -155,6 +155,11 @@ impl Transport for ShmIa {
                     sh.epoll.remove(sock.as_fd());
                     return Err(resources());
                 }
+                if sh.app_epoll.add(data.my_efd.as_fd(), TOK_EFD | id).is_err() {
+                    sh.epoll.remove(data.my_efd.as_fd());
+                    sh.epoll.remove(sock.as_fd());
+                    return Err(resources());
+                }
                 let deadline = timeout.duration().map(|d| Instant::now() + d);
                 st.conns.insert(
                     id,
@@ -469,6 +474,52 @@ impl Transport for ShmIa {
         let any = sh.pump_all(&mut st, &mut out);
         sh.finish(st, out);
         any
+    }
+
+    /// Arms every connected ring and sleeps on their eventfds (and the unblock eventfd), then
+    /// moves data on the calling thread: completions reach the waiter's EVD from its own
+    /// thread, with no hand-off from the provider thread.
+    fn block(&self, timeout: Duration) -> bool {
+        let sh = &self.shared;
+        if sh.stop.load(Ordering::Acquire) {
+            return false;
+        }
+        sh.blocked.fetch_add(1, Ordering::AcqRel);
+        let mut out = Ups::new();
+        let mut st = sh.enter();
+        let mut ready = sh.pump_all(&mut st, &mut out) || !out.is_empty();
+        if !ready {
+            for c in st.conns.values_mut() {
+                if let (Phase::Connected, Some(d)) = (&c.phase, c.data.as_mut()) {
+                    // True: something arrived before the peer could see the request.
+                    ready |= d.arm();
+                }
+            }
+        }
+        sh.finish(st, std::mem::take(&mut out));
+        if !ready {
+            let ms = timeout.as_nanos().div_ceil(1_000_000).min(i32::MAX as u128) as i32;
+            let mut tokens = Vec::new();
+            sh.app_epoll.wait(&mut tokens, ms);
+            let mut st = sh.enter();
+            for t in tokens {
+                if t == TOK_WAKE {
+                    sys::drain(sh.app_wake.as_fd());
+                } else if let Some(d) = st.conns.get(&(t & TOK_MASK)).and_then(|c| c.data.as_ref())
+                {
+                    // The pump below takes what it announced (on every connection).
+                    sys::drain(d.my_efd.as_fd());
+                }
+            }
+            sh.pump_all(&mut st, &mut out);
+            sh.finish(st, out);
+        }
+        sh.blocked.fetch_sub(1, Ordering::AcqRel);
+        true
+    }
+
+    fn unblock(&self) {
+        sys::signal(self.shared.app_wake.as_fd());
     }
 
     fn close(&self) {
