@@ -207,6 +207,8 @@ impl Evd {
         self.check()?;
         let deadline = timeout.duration().map(|d| Instant::now() + d);
         let spin_until = Instant::now() + SPIN;
+        // Until the transport says it has no primitive of its own to sleep in.
+        let mut can_block = true;
         let mut st = lock(&self.inner.state);
         st.q.begin_wait(threshold, true)?;
         loop {
@@ -245,12 +247,14 @@ impl Evd {
             let slice = deadline.map_or(Duration::from_secs(3600), |d| d - now);
             // Sleep in the transport's own primitive where it has one (one wake-up: the
             // transport's); a push meanwhile ends it through `Transport::unblock`.
-            st.blocked += 1;
-            drop(st);
-            let blocked = self.inner.transport.block(slice);
-            st = lock(&self.inner.state);
-            st.blocked -= 1;
-            if blocked {
+            // The queue is looked at again after either outcome: an event may have come while
+            // the state was unlocked.
+            if can_block {
+                st.blocked += 1;
+                drop(st);
+                can_block = self.inner.transport.block(slice);
+                st = lock(&self.inner.state);
+                st.blocked -= 1;
                 continue;
             }
             st.sleepers += 1;
