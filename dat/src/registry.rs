@@ -61,6 +61,8 @@ impl From<OpenError> for IaOpenError {
 }
 
 /// The providers compiled into this build, with their registry names.
+// One push per provider compiled in (cfg'd statements: `vec![..]` cannot take cfg'd items).
+#[allow(clippy::vec_init_then_push)]
 fn builtin_providers() -> Vec<Arc<dyn Provider>> {
     #[allow(unused_mut)]
     let mut v: Vec<Arc<dyn Provider>> = Vec::new();
