@@ -153,8 +153,8 @@ pub(crate) struct Shared {
     app_epoll: Epoll,
     /// Ends a `Transport::block` (`Transport::unblock`).
     app_wake: OwnedFd,
-    /// Application threads asleep in `Transport::block`: the provider thread then lets the
-    /// peers wake it (it does not count them as polling).
+    /// 1 while an application thread sleeps in `Transport::block` (one at a time): the
+    /// provider thread then lets the peers wake it (it does not count it as polling).
     blocked: AtomicU32,
     stop: AtomicBool,
     /// Set by every `progress` call (one relaxed store: no clock read on the polling path),

@@ -268,3 +268,93 @@ fn closing_right_after_a_wake_up_never_hangs() {
     );
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn waiters_of_two_evds_on_one_ia_are_both_woken() {
+    // Two threads sleep (past the facade's spin) on the receive EVDs of two endpoints of one
+    // IA; sends to both must wake both. A waiter left asleep would sit out its 10-minute
+    // timeout: the helper threads are joined within a bound instead.
+    let dir = scratch("two-waiters");
+    let reg = registry(&dir, "");
+    let (a1, b) = (Side::new(&reg), Side::new(&reg));
+    let _sp = connect_pair(&a1, &b, 4814);
+    let a2 = {
+        let dto = a1
+            .ia
+            .create_evd(256, dat::types::EvdFlags::DTO, None)
+            .unwrap();
+        let conn = a1
+            .ia
+            .create_evd(16, dat::types::EvdFlags::CONNECTION, None)
+            .unwrap();
+        let ep = a1
+            .ia
+            .create_ep(&dat::EpParams {
+                pz: Some(&a1.pz),
+                recv_evd: Some(&dto),
+                request_evd: Some(&dto),
+                connect_evd: Some(&conn),
+                ..dat::EpParams::default()
+            })
+            .unwrap();
+        (dto, conn, ep)
+    };
+    let b2 = b.ia.create_ep(&dat::EpParams {
+        pz: Some(&b.pz),
+        recv_evd: Some(&b.dto),
+        request_evd: Some(&b.dto),
+        connect_evd: Some(&b.conn),
+        ..dat::EpParams::default()
+    });
+    let b2 = b2.unwrap();
+    let (sp2, cr_evd) = listen(&b.ia, 4815);
+    a2.2.connect(
+        addr(),
+        ConnQual(4815),
+        WAIT,
+        b"",
+        Qos::BestEffort,
+        dat::ConnectFlags::Default,
+    )
+    .unwrap();
+    let (cr, _) = request(&b.ia, &cr_evd);
+    cr.accept(Some(&b2), b"").unwrap();
+    assert_eq!(cm(&a2.1).0, EventNumber::Established);
+    assert_eq!(cm(&b.conn).0, EventNumber::Established);
+    let long = Timeout(600_000_000);
+    for round in 0..20u64 {
+        a1.ep
+            .post_recv(&[a1.lmr.triplet(0, 64)], Cookie(round), none())
+            .unwrap();
+        a2.2.post_recv(&[a1.lmr.triplet(64, 64)], Cookie(round), none())
+            .unwrap();
+        let (tx, rx) = std::sync::mpsc::channel();
+        for evd in [a1.dto.clone(), a2.0.clone()] {
+            let tx = tx.clone();
+            std::thread::spawn(move || {
+                let _ = tx.send(evd.wait(long, 1).map(|(e, _)| e.number));
+            });
+        }
+        // Let both waiters go to sleep (a guess that only affects what is exercised).
+        std::thread::sleep(std::time::Duration::from_millis(5));
+        b.ep.post_send(&[b.lmr.triplet(0, 8)], Cookie(round), none())
+            .unwrap();
+        b2.post_send(&[b.lmr.triplet(8, 8)], Cookie(round), none())
+            .unwrap();
+        for _ in 0..2 {
+            let got = rx.recv_timeout(std::time::Duration::from_secs(30));
+            assert_eq!(
+                got,
+                Ok(Ok(EventNumber::DtoCompletion)),
+                "round {round}: a waiter was not woken"
+            );
+        }
+        for _ in 0..2 {
+            assert_eq!(dto(&b.dto).status, DtoStatus::Success);
+        }
+    }
+    drop(sp2);
+    a1.ia.close(CloseFlags::Abrupt).unwrap();
+    b.ia.close(CloseFlags::Abrupt).unwrap();
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -479,12 +479,20 @@ impl Transport for ShmIa {
     /// Arms every connected ring and sleeps on their eventfds (and the unblock eventfd), then
     /// moves data on the calling thread: completions reach the waiter's EVD from its own
     /// thread, with no hand-off from the provider thread.
+    ///
+    /// One thread of the IA at a time: its waiters share one unblock eventfd, and epoll wakes
+    /// one sleeper per event, so a second one could sleep through the wake-up meant for it.
+    /// The others are told `false` and sleep on their EVDs (woken by the upcalls).
     fn block(&self, timeout: Duration) -> bool {
         let sh = &self.shared;
-        if sh.stop.load(Ordering::Acquire) {
+        if sh.stop.load(Ordering::Acquire)
+            || sh
+                .blocked
+                .compare_exchange(0, 1, Ordering::AcqRel, Ordering::Acquire)
+                .is_err()
+        {
             return false;
         }
-        sh.blocked.fetch_add(1, Ordering::AcqRel);
         let mut out = Ups::new();
         let mut st = sh.enter();
         let mut ready = sh.pump_all(&mut st, &mut out) || !out.is_empty();
@@ -514,7 +522,7 @@ impl Transport for ShmIa {
             sh.pump_all(&mut st, &mut out);
             sh.finish(st, out);
         }
-        sh.blocked.fetch_sub(1, Ordering::AcqRel);
+        sh.blocked.store(0, Ordering::Release);
         true
     }
 
