@@ -335,7 +335,7 @@ impl Transport for ShmIa {
 
     /// Graceful on a connected endpoint with requests in flight: they complete first (their
     /// successes are reported before `Disconnected`), then the connection closes and what is
-    /// left (receives) is flushed; the wait is bounded by [`GRACEFUL_LIMIT`](super::GRACEFUL_LIMIT).
+    /// left (receives) is flushed; the wait is bounded (two seconds).
     /// Abrupt (also during such a wait) closes at once and flushes.
     fn disconnect(&self, ep: EpId, flags: CloseFlags) -> DatResult<()> {
         let sh = &self.shared;
