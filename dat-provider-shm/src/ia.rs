@@ -13,7 +13,7 @@ use std::cell::Cell;
 use std::collections::{HashMap, VecDeque};
 use std::os::fd::{AsFd, OwnedFd};
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
@@ -65,6 +65,10 @@ const GREETING: Duration = Duration::from_secs(5);
 const APP_ACTIVE: Duration = Duration::from_millis(2);
 /// How long the provider thread keeps polling after it served work, before it sleeps.
 const PROVIDER_SPIN: Duration = Duration::from_micros(50);
+/// How long a graceful disconnect waits for the requests already posted to complete (a peer
+/// that posts no receive would hold a send back forever): past it the connection closes and
+/// what is still outstanding is flushed.
+pub(crate) const GRACEFUL_LIMIT: Duration = Duration::from_secs(2);
 
 thread_local! {
     static DELIVERING: Cell<bool> = const { Cell::new(false) };
@@ -91,6 +95,8 @@ struct Conn {
     peer_probe: u64,
     /// The peer closed or hung up: it no longer touches our memory.
     peer_gone: bool,
+    /// A graceful disconnect waits for the requests in flight until this deadline.
+    closing: Option<Instant>,
 }
 
 /// A connection torn down locally while the peer may still be copying (cross-memory attach)
@@ -142,6 +148,14 @@ pub(crate) struct Shared {
     deliver: Mutex<()>,
     epoll: Epoll,
     wake: OwnedFd,
+    /// What an application thread asleep in `Transport::block` waits on: every connection's
+    /// eventfd (as in `epoll`) and `app_wake`.
+    app_epoll: Epoll,
+    /// Ends a `Transport::block` (`Transport::unblock`).
+    app_wake: OwnedFd,
+    /// 1 while an application thread sleeps in `Transport::block` (one at a time): the
+    /// provider thread then lets the peers wake it (it does not count it as polling).
+    blocked: AtomicU32,
     stop: AtomicBool,
     /// Set by every `progress` call (one relaxed store: no clock read on the polling path),
     /// cleared by the provider thread.
@@ -191,6 +205,9 @@ impl ShmIa {
         let epoll = Epoll::new()?;
         let wake = sys::eventfd()?;
         epoll.add(wake.as_fd(), TOK_WAKE)?;
+        let app_epoll = Epoll::new()?;
+        let app_wake = sys::eventfd()?;
+        app_epoll.add(app_wake.as_fd(), TOK_WAKE)?;
         let cma_mode = params.cma && sys::cma_self_probe();
         let shared = Arc::new(Shared {
             name: name.to_owned(),
@@ -201,6 +218,9 @@ impl ShmIa {
             deliver: Mutex::new(()),
             epoll,
             wake,
+            app_epoll,
+            app_wake,
+            blocked: AtomicU32::new(0),
             stop: AtomicBool::new(false),
             polled: AtomicBool::new(false),
             probe: Box::new(wire::PROBE_VALUE),
@@ -293,7 +313,34 @@ impl Shared {
             self.teardown(st, id, Some(CmFact::Broken), false, out);
             any = true;
         }
-        any
+        any | self.finish_closing(st, out)
+    }
+
+    /// Closes the connections whose graceful disconnect has nothing left in flight (their
+    /// successful completions were reported first) or whose wait expired ([`GRACEFUL_LIMIT`]:
+    /// what is left is flushed). Returns whether any closed.
+    fn finish_closing(&self, st: &mut State, out: &mut Ups) -> bool {
+        let mut now = None;
+        let done: Vec<u64> = st
+            .conns
+            .iter()
+            .filter_map(|(id, c)| {
+                let deadline = c.closing?;
+                let idle = c.data.as_ref().is_none_or(|d| d.outstanding() == 0);
+                (idle || deadline <= *now.get_or_insert_with(Instant::now)).then_some(*id)
+            })
+            .collect();
+        for id in &done {
+            if st
+                .conns
+                .get(id)
+                .is_some_and(|c| c.data.as_ref().is_some_and(|d| d.outstanding() > 0))
+            {
+                tracing::warn!(ia = %self.name, "shm: graceful disconnect: requests still in flight after {GRACEFUL_LIMIT:?} are flushed");
+            }
+            self.teardown(st, *id, Some(CmFact::Disconnected), true, out);
+        }
+        !done.is_empty()
     }
 
     /// Removes a connection; reports `fact` on its endpoint and flushes it. `graceful` sends
@@ -317,6 +364,7 @@ impl Shared {
         }
         if let Some(d) = &c.data {
             self.epoll.remove(d.my_efd.as_fd());
+            self.app_epoll.remove(d.my_efd.as_fd());
         }
         let mut keep = Vec::new();
         let ep = c.ep.and_then(|e| st.eps.get_mut(&e));
@@ -440,6 +488,7 @@ impl Shared {
                     data: None,
                     peer_probe: 0,
                     peer_gone: false,
+                    closing: None,
                 },
             );
         }
@@ -627,6 +676,10 @@ impl Shared {
         }
         let (tx, rx) = ring::ends(&seg, false);
         self.epoll.add(acc_efd.as_fd(), TOK_EFD | id).ok()?;
+        if self.app_epoll.add(acc_efd.as_fd(), TOK_EFD | id).is_err() {
+            self.epoll.remove(acc_efd.as_fd());
+            return None;
+        }
         Some(DataPath::new(tx, rx, acc_efd, req_efd, pid))
     }
 
@@ -634,6 +687,12 @@ impl Shared {
         let now = Instant::now();
         let mut next: Option<Instant> = None;
         let mut expired = Vec::new();
+        // Graceful disconnects close in `pump_all`, at the latest when their wait expires.
+        for c in st.conns.values() {
+            if let Some(d) = c.closing {
+                next = Some(next.map_or(d, |n| n.min(d)));
+            }
+        }
         for (id, c) in &st.conns {
             let d = match c.phase {
                 Phase::Requesting { deadline: Some(d) } | Phase::Greeting { deadline: d, .. } => d,
@@ -698,7 +757,7 @@ impl Shared {
             if self.polled.swap(false, Ordering::Relaxed) {
                 active_until = now + APP_ACTIVE;
             }
-            let app_active = now < active_until;
+            let app_active = now < active_until && self.blocked.load(Ordering::Acquire) == 0;
             // Spin (yielding) briefly after serving work while the application sleeps, so a
             // burst of one-sided operations does not pay a wake-up each; then sleep.
             if worked && !app_active {
@@ -723,6 +782,11 @@ impl Shared {
                 timeout = if timeout < 0 { ms } else { timeout.min(ms) };
             }
             self.finish(st, std::mem::take(&mut out));
+            // `close` sets `stop`, then pokes: a poke that came before this pass drained the
+            // wake-up token is gone, so look again before sleeping (a later poke wakes us).
+            if self.stop.load(Ordering::Acquire) {
+                return;
+            }
             if timeout != 0 {
                 self.epoll.wait(&mut tokens, timeout);
             } else if spinning {

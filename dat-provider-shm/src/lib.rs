@@ -13,7 +13,13 @@
 //!   on its eventfd; the peer writes the eventfd only when that flag is set.
 //! * **Progress**: the application thread moves data when it posts and while it polls
 //!   (`Evd::wait` spins on [`Transport::progress`] before it sleeps); a provider thread per IA
-//!   serves connection management and target-side RDMA while the application sleeps.
+//!   serves connection management and target-side RDMA while the application sleeps. A
+//!   waiter then sleeps in [`Transport::block`] on the rings' eventfds (one thread per IA at
+//!   a time; others sleep on their EVD): the peer's wake-up reaches it directly and it takes
+//!   its completions on its own thread, with no hand-off from the provider thread.
+//! * **Graceful disconnect** waits for the requests already posted (their successes are
+//!   reported before `DISCONNECTED`), at most two seconds (a peer that posts no receive would
+//!   hold a send back forever); what is left is then flushed.
 //! * **RDMA**: checked at the target with `MemTable::remote` (rkey, PZ, bounds, privileges;
 //!   `DAT_DTO_ERR_REMOTE_ACCESS` and a broken connection on violation). With cross-memory
 //!   attach the target copies once between its region and the requester's buffers

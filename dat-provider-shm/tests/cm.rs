@@ -159,3 +159,202 @@ fn bad_parameters_name_the_key() {
     }
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn graceful_disconnect_completes_requests_in_flight_first() {
+    let dir = scratch("graceful");
+    let reg = registry(&dir, "");
+    let (a, b) = (Side::new(&reg), Side::new(&reg));
+    let _sp = connect_pair(&a, &b, 4810);
+    for i in 0..4u64 {
+        b.ep.post_recv(&[b.lmr.triplet(i * 4096, 4096)], Cookie(i), none())
+            .unwrap();
+    }
+    let rmr = b.lmr.rmr_triplet(1 << 19, 1 << 16);
+    a.ep.post_recv(&[a.lmr.triplet(0, 64)], Cookie(99), none())
+        .unwrap();
+    for i in 0..4u64 {
+        a.ep.post_send(&[a.lmr.triplet(i * 4096, 4096)], Cookie(i), none())
+            .unwrap();
+        a.ep.post_rdma_write(&[a.lmr.triplet(0, 1 << 16)], Cookie(10 + i), rmr, none())
+            .unwrap();
+    }
+    a.ep.disconnect(CloseFlags::Graceful).unwrap();
+    // Every request completed successfully, in posting order, before DISCONNECTED.
+    for i in 0..4u64 {
+        for cookie in [i, 10 + i] {
+            let c = dto(&a.dto);
+            assert_eq!((c.cookie, c.status), (Cookie(cookie), DtoStatus::Success));
+        }
+    }
+    assert_eq!(cm(&a.conn).0, EventNumber::Disconnected);
+    // The receive still posted is flushed after.
+    let f = dto(&a.dto);
+    assert_eq!((f.cookie, f.status), (Cookie(99), DtoStatus::Flushed));
+    for i in 0..4u64 {
+        let c = dto(&b.dto);
+        assert_eq!((c.cookie, c.status), (Cookie(i), DtoStatus::Success));
+    }
+    assert_eq!(cm(&b.conn).0, EventNumber::Disconnected);
+    a.ia.close(CloseFlags::Abrupt).unwrap();
+    b.ia.close(CloseFlags::Abrupt).unwrap();
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn graceful_disconnect_of_a_send_nobody_receives_ends_flushed() {
+    let dir = scratch("graceful-stuck");
+    let reg = registry(&dir, "");
+    let (a, b) = (Side::new(&reg), Side::new(&reg));
+    let _sp = connect_pair(&a, &b, 4811);
+    // B posts no receive: the send is held back at B and never completes.
+    a.ep.post_send(&[a.lmr.triplet(0, 64)], Cookie(7), none())
+        .unwrap();
+    a.ep.disconnect(CloseFlags::Graceful).unwrap();
+    // The wait is bounded: DISCONNECTED arrives (within `WAIT`), then the send is flushed.
+    assert_eq!(cm(&a.conn).0, EventNumber::Disconnected);
+    let f = dto(&a.dto);
+    assert_eq!((f.cookie, f.status), (Cookie(7), DtoStatus::Flushed));
+    assert_eq!(cm(&b.conn).0, EventNumber::Disconnected);
+    a.ia.close(CloseFlags::Abrupt).unwrap();
+    b.ia.close(CloseFlags::Abrupt).unwrap();
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn abrupt_disconnect_cuts_a_graceful_wait_short() {
+    let dir = scratch("graceful-abrupt");
+    let reg = registry(&dir, "");
+    let (a, b) = (Side::new(&reg), Side::new(&reg));
+    let _sp = connect_pair(&a, &b, 4812);
+    a.ep.post_send(&[a.lmr.triplet(0, 64)], Cookie(7), none())
+        .unwrap();
+    a.ep.disconnect(CloseFlags::Graceful).unwrap();
+    a.ep.disconnect(CloseFlags::Abrupt).unwrap();
+    // DISCONNECTED at once (the core posts it), the send flushed; the peer sees the close.
+    assert_eq!(a.ep.state(), Ok(dat::EpState::Disconnected));
+    assert_eq!(cm(&a.conn).0, EventNumber::Disconnected);
+    let f = dto(&a.dto);
+    assert_eq!((f.cookie, f.status), (Cookie(7), DtoStatus::Flushed));
+    assert_eq!(cm(&b.conn).0, EventNumber::Disconnected);
+    a.ia.close(CloseFlags::Abrupt).unwrap();
+    b.ia.close(CloseFlags::Abrupt).unwrap();
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn closing_right_after_a_wake_up_never_hangs() {
+    // A connect to nobody wakes the provider thread; closing at once races its pass. Each
+    // close must return (bounded: the loop runs on a helper thread).
+    let dir = scratch("close-race");
+    let (tx, rx) = std::sync::mpsc::channel();
+    let d2 = dir.clone();
+    std::thread::spawn(move || {
+        let reg = registry(&d2, "");
+        for i in 0..1000u32 {
+            let a = Side::new(&reg);
+            a.connect(4813, b"", WAIT);
+            let t = std::time::Instant::now();
+            while t.elapsed() < std::time::Duration::from_nanos(u64::from(i % 64) * 400) {
+                std::hint::spin_loop();
+            }
+            a.ia.close(CloseFlags::Abrupt).unwrap();
+        }
+        let _ = tx.send(());
+    });
+    assert!(
+        rx.recv_timeout(std::time::Duration::from_secs(30)).is_ok(),
+        "an IA close hung"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn waiters_of_two_evds_on_one_ia_are_both_woken() {
+    // Two threads sleep (past the facade's spin) on the receive EVDs of two endpoints of one
+    // IA; sends to both must wake both. A waiter left asleep would sit out its 10-minute
+    // timeout: the helper threads are joined within a bound instead.
+    let dir = scratch("two-waiters");
+    let reg = registry(&dir, "");
+    let (a1, b) = (Side::new(&reg), Side::new(&reg));
+    let _sp = connect_pair(&a1, &b, 4814);
+    let a2 = {
+        let dto = a1
+            .ia
+            .create_evd(256, dat::types::EvdFlags::DTO, None)
+            .unwrap();
+        let conn = a1
+            .ia
+            .create_evd(16, dat::types::EvdFlags::CONNECTION, None)
+            .unwrap();
+        let ep = a1
+            .ia
+            .create_ep(&dat::EpParams {
+                pz: Some(&a1.pz),
+                recv_evd: Some(&dto),
+                request_evd: Some(&dto),
+                connect_evd: Some(&conn),
+                ..dat::EpParams::default()
+            })
+            .unwrap();
+        (dto, conn, ep)
+    };
+    let b2 = b.ia.create_ep(&dat::EpParams {
+        pz: Some(&b.pz),
+        recv_evd: Some(&b.dto),
+        request_evd: Some(&b.dto),
+        connect_evd: Some(&b.conn),
+        ..dat::EpParams::default()
+    });
+    let b2 = b2.unwrap();
+    let (sp2, cr_evd) = listen(&b.ia, 4815);
+    a2.2.connect(
+        addr(),
+        ConnQual(4815),
+        WAIT,
+        b"",
+        Qos::BestEffort,
+        dat::ConnectFlags::Default,
+    )
+    .unwrap();
+    let (cr, _) = request(&b.ia, &cr_evd);
+    cr.accept(Some(&b2), b"").unwrap();
+    assert_eq!(cm(&a2.1).0, EventNumber::Established);
+    assert_eq!(cm(&b.conn).0, EventNumber::Established);
+    let long = Timeout(600_000_000);
+    for round in 0..20u64 {
+        a1.ep
+            .post_recv(&[a1.lmr.triplet(0, 64)], Cookie(round), none())
+            .unwrap();
+        a2.2.post_recv(&[a1.lmr.triplet(64, 64)], Cookie(round), none())
+            .unwrap();
+        let (tx, rx) = std::sync::mpsc::channel();
+        for evd in [a1.dto.clone(), a2.0.clone()] {
+            let tx = tx.clone();
+            std::thread::spawn(move || {
+                let _ = tx.send(evd.wait(long, 1).map(|(e, _)| e.number));
+            });
+        }
+        // Let both waiters go to sleep (a guess that only affects what is exercised).
+        std::thread::sleep(std::time::Duration::from_millis(5));
+        b.ep.post_send(&[b.lmr.triplet(0, 8)], Cookie(round), none())
+            .unwrap();
+        b2.post_send(&[b.lmr.triplet(8, 8)], Cookie(round), none())
+            .unwrap();
+        for _ in 0..2 {
+            let got = rx.recv_timeout(std::time::Duration::from_secs(30));
+            assert_eq!(
+                got,
+                Ok(Ok(EventNumber::DtoCompletion)),
+                "round {round}: a waiter was not woken"
+            );
+        }
+        for _ in 0..2 {
+            assert_eq!(dto(&b.dto).status, DtoStatus::Success);
+        }
+    }
+    drop(sp2);
+    a1.ia.close(CloseFlags::Abrupt).unwrap();
+    b.ia.close(CloseFlags::Abrupt).unwrap();
+    let _ = std::fs::remove_dir_all(&dir);
+}

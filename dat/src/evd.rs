@@ -1,8 +1,10 @@
 //! Event dispatchers and consumer notification objects: the core's queue rules plus blocking.
 //!
 //! A waiter first drives the transport on its own thread and spins briefly (a completion that
-//! arrives within the spin window costs no sleep/wake-up), then sleeps on a condition variable
-//! that providers' threads signal through the upcalls.
+//! arrives within the spin window costs no sleep/wake-up), then sleeps in the transport's own
+//! primitive where it has one ([`Transport::block`], ended by [`Transport::unblock`] when an
+//! event arrives some other way), else on a condition variable that providers' threads signal
+//! through the upcalls.
 
 use std::fmt;
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
@@ -25,6 +27,8 @@ const SPIN: Duration = Duration::from_micros(50);
 struct EvdState {
     q: EvdQueue,
     sleepers: u32,
+    /// Waiters asleep in [`Transport::block`].
+    blocked: u32,
     cno: Option<Cno>,
 }
 
@@ -47,6 +51,16 @@ impl crate::Freeable for EvdInner {
 }
 
 impl EvdInner {
+    /// Wakes the waiter, asleep on the condition variable or in the transport.
+    fn wake(&self, st: &EvdState) {
+        if st.sleepers > 0 {
+            self.cond.notify_all();
+        }
+        if st.blocked > 0 {
+            self.transport.unblock();
+        }
+    }
+
     /// Queues an event from a provider upcall or the core, waking a sleeping waiter and
     /// triggering the CNO as the queue decides; an overflow raises
     /// `DAT_ASYNC_ERROR_EVD_OVERFLOW` on the IA's async EVD.
@@ -54,8 +68,8 @@ impl EvdInner {
         let mut st = lock(&self.state);
         match st.q.push(ev, signal) {
             Push::Queued { wake, trigger_cno } => {
-                if wake && st.sleepers > 0 {
-                    self.cond.notify_all();
+                if wake {
+                    self.wake(&st);
                 }
                 let cno = if trigger_cno.is_some() {
                     st.cno.clone()
@@ -68,10 +82,8 @@ impl EvdInner {
                 }
             }
             Push::Overflow => {
-                if st.sleepers > 0 {
-                    // A dead async EVD must wake its waiter, which then sees `WaitStatus::Dead`.
-                    self.cond.notify_all();
-                }
+                // A dead async EVD must wake its waiter, which then sees `WaitStatus::Dead`.
+                self.wake(&st);
                 drop(st);
                 tracing::warn!(evd = self.id.0, "EVD overflow: event dropped");
                 if !self.is_async
@@ -136,6 +148,7 @@ impl Evd {
                 state: Mutex::new(EvdState {
                     q,
                     sleepers: 0,
+                    blocked: 0,
                     cno: None,
                 }),
                 cond: Condvar::new(),
@@ -194,6 +207,8 @@ impl Evd {
         self.check()?;
         let deadline = timeout.duration().map(|d| Instant::now() + d);
         let spin_until = Instant::now() + SPIN;
+        // Until the transport says it has no primitive of its own to sleep in.
+        let mut can_block = true;
         let mut st = lock(&self.inner.state);
         st.q.begin_wait(threshold, true)?;
         loop {
@@ -229,8 +244,20 @@ impl Evd {
                 st = lock(&self.inner.state);
                 continue;
             }
-            st.sleepers += 1;
             let slice = deadline.map_or(Duration::from_secs(3600), |d| d - now);
+            // Sleep in the transport's own primitive where it has one (one wake-up: the
+            // transport's); a push meanwhile ends it through `Transport::unblock`.
+            // The queue is looked at again after either outcome: an event may have come while
+            // the state was unlocked.
+            if can_block {
+                st.blocked += 1;
+                drop(st);
+                can_block = self.inner.transport.block(slice);
+                st = lock(&self.inner.state);
+                st.blocked -= 1;
+                continue;
+            }
+            st.sleepers += 1;
             st = match self.inner.cond.wait_timeout(st, slice) {
                 Ok((g, _)) => g,
                 Err(p) => p.into_inner().0,
@@ -272,8 +299,8 @@ impl Evd {
             let mut st = lock(&self.inner.state);
             match st.q.post_se(&ev)? {
                 Push::Queued { wake, trigger_cno } => {
-                    if wake && st.sleepers > 0 {
-                        self.inner.cond.notify_all();
+                    if wake {
+                        self.inner.wake(&st);
                     }
                     trigger_cno.and(st.cno.clone())
                 }
@@ -330,9 +357,7 @@ impl Evd {
         self.check()?;
         let mut st = lock(&self.inner.state);
         st.q.set_unwaitable();
-        if st.sleepers > 0 {
-            self.inner.cond.notify_all();
-        }
+        self.inner.wake(&st);
         Ok(())
     }
 
@@ -412,9 +437,7 @@ impl Evd {
         self.attach_cno(None);
         {
             let st = lock(&self.inner.state);
-            if st.sleepers > 0 {
-                self.inner.cond.notify_all();
-            }
+            self.inner.wake(&st);
         }
         self.inner.transport.free_evd(self.inner.id);
     }

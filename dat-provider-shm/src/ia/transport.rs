@@ -155,6 +155,11 @@ impl Transport for ShmIa {
                     sh.epoll.remove(sock.as_fd());
                     return Err(resources());
                 }
+                if sh.app_epoll.add(data.my_efd.as_fd(), TOK_EFD | id).is_err() {
+                    sh.epoll.remove(data.my_efd.as_fd());
+                    sh.epoll.remove(sock.as_fd());
+                    return Err(resources());
+                }
                 let deadline = timeout.duration().map(|d| Instant::now() + d);
                 st.conns.insert(
                     id,
@@ -165,6 +170,7 @@ impl Transport for ShmIa {
                         data: Some(data),
                         peer_probe: 0,
                         peer_gone: false,
+                        closing: None,
                     },
                 );
                 if let Some(e) = st.eps.get_mut(&ep) {
@@ -327,13 +333,32 @@ impl Transport for ShmIa {
         Ok(())
     }
 
-    fn disconnect(&self, ep: EpId, _flags: CloseFlags) -> DatResult<()> {
+    /// Graceful on a connected endpoint with requests in flight: they complete first (their
+    /// successes are reported before `Disconnected`), then the connection closes and what is
+    /// left (receives) is flushed; the wait is bounded (two seconds).
+    /// Abrupt (also during such a wait) closes at once and flushes.
+    fn disconnect(&self, ep: EpId, flags: CloseFlags) -> DatResult<()> {
         let sh = &self.shared;
         let mut st = sh.enter();
         let mut out = Ups::new();
-        let Some(e) = st.eps.get_mut(&ep) else {
+        let st_ref = &mut *st;
+        let Some(e) = st_ref.eps.get_mut(&ep) else {
             return Ok(());
         };
+        if flags == CloseFlags::Graceful
+            && let Some(c) = e.conn.and_then(|id| st_ref.conns.get_mut(&id))
+            && matches!(c.phase, Phase::Connected)
+            && c.data.as_ref().is_some_and(|d| d.outstanding() > 0)
+        {
+            if c.closing.is_none() {
+                c.closing = Some(Instant::now() + super::GRACEFUL_LIMIT);
+            }
+            // The provider thread (or the application's polling) completes the requests
+            // and closes; the wake-up makes it account for the deadline.
+            drop(st);
+            sh.poke();
+            return Ok(());
+        }
         match e.conn {
             Some(id) => sh.teardown(&mut st, id, Some(CmFact::Disconnected), true, &mut out),
             None => {
@@ -381,6 +406,10 @@ impl Transport for ShmIa {
                     let r = d.pump(&mut view, &sh.mem, &mut out);
                     if r.is_err() {
                         sh.teardown(&mut st, id, Some(CmFact::Broken), false, &mut out);
+                    } else if c.closing.is_some() {
+                        // The pump may have completed the last request a graceful
+                        // disconnect waited for.
+                        sh.finish_closing(&mut st, &mut out);
                     }
                 }
             }
@@ -445,6 +474,60 @@ impl Transport for ShmIa {
         let any = sh.pump_all(&mut st, &mut out);
         sh.finish(st, out);
         any
+    }
+
+    /// Arms every connected ring and sleeps on their eventfds (and the unblock eventfd), then
+    /// moves data on the calling thread: completions reach the waiter's EVD from its own
+    /// thread, with no hand-off from the provider thread.
+    ///
+    /// One thread of the IA at a time: its waiters share one unblock eventfd, and epoll wakes
+    /// one sleeper per event, so a second one could sleep through the wake-up meant for it.
+    /// The others are told `false` and sleep on their EVDs (woken by the upcalls).
+    fn block(&self, timeout: Duration) -> bool {
+        let sh = &self.shared;
+        if sh.stop.load(Ordering::Acquire)
+            || sh
+                .blocked
+                .compare_exchange(0, 1, Ordering::AcqRel, Ordering::Acquire)
+                .is_err()
+        {
+            return false;
+        }
+        let mut out = Ups::new();
+        let mut st = sh.enter();
+        let mut ready = sh.pump_all(&mut st, &mut out) || !out.is_empty();
+        if !ready {
+            for c in st.conns.values_mut() {
+                if let (Phase::Connected, Some(d)) = (&c.phase, c.data.as_mut()) {
+                    // True: something arrived before the peer could see the request.
+                    ready |= d.arm();
+                }
+            }
+        }
+        sh.finish(st, std::mem::take(&mut out));
+        if !ready {
+            let ms = timeout.as_nanos().div_ceil(1_000_000).min(i32::MAX as u128) as i32;
+            let mut tokens = Vec::new();
+            sh.app_epoll.wait(&mut tokens, ms);
+            let mut st = sh.enter();
+            for t in tokens {
+                if t == TOK_WAKE {
+                    sys::drain(sh.app_wake.as_fd());
+                } else if let Some(d) = st.conns.get(&(t & TOK_MASK)).and_then(|c| c.data.as_ref())
+                {
+                    // The pump below takes what it announced (on every connection).
+                    sys::drain(d.my_efd.as_fd());
+                }
+            }
+            sh.pump_all(&mut st, &mut out);
+            sh.finish(st, out);
+        }
+        sh.blocked.store(0, Ordering::Release);
+        true
+    }
+
+    fn unblock(&self) {
+        sys::signal(self.shared.app_wake.as_fd());
     }
 
     fn close(&self) {
