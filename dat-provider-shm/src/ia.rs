@@ -51,6 +51,11 @@ pub struct Params {
     pub cma: bool,
     /// Accept peers of other user ids.
     pub allow_other_users: bool,
+    /// Let a waiting application thread sleep on the rings' own wake-ups
+    /// (`Transport::block`) instead of the facade's condition variable. Off by default: a
+    /// lost wake-up remains on this path (a send from a provider-created EP sometimes never
+    /// reports its completion to a waiter sleeping here).
+    pub wait_in_provider: bool,
 }
 
 const TOK_WAKE: u64 = 0;

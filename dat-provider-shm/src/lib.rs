@@ -48,6 +48,7 @@
 //! | `slot_size` | integer | 8192 | bytes per slot incl. a 64-byte header (multiple of 64, 256..=1 MiB) |
 //! | `rdma` | `"auto"` / `"copy"` | `"auto"` | allow cross-memory attach, or always copy through the ring |
 //! | `allow_other_users` | bool | false | accept requesters of other user ids (then `dir` is used as set up by the administrator, not forced to 0700; cross-memory attach across users needs `CAP_SYS_PTRACE`, else the ring copy is used) |
+//! | `wait_in_provider` | bool | false | experimental: a waiting thread sleeps on the rings' wake-ups (one wake-up instead of two); a lost wake-up is still known on this path |
 //!
 //! Qualifiers are host-wide (like TCP ports): an IA address is always `127.0.0.1:0`, and any
 //! loopback address reaches every shm IA of the user.
@@ -96,6 +97,7 @@ fn parse(req: &OpenRequest<'_>) -> Result<Params, OpenError> {
         slot_size: 8192,
         cma: true,
         allow_other_users: false,
+        wait_in_provider: false,
     };
     for (k, v) in req.params {
         match (k.as_str(), v) {
@@ -122,9 +124,10 @@ fn parse(req: &OpenRequest<'_>) -> Result<Params, OpenError> {
             }
             ("rdma", toml::Value::String(s)) if s == "auto" || s == "copy" => p.cma = s == "auto",
             ("allow_other_users", toml::Value::Boolean(b)) => p.allow_other_users = *b,
+            ("wait_in_provider", toml::Value::Boolean(b)) => p.wait_in_provider = *b,
             _ => {
                 return Err(bad(format!(
-                    "unknown or mistyped key `params.{k}` (the shm provider takes `dir`, `ring_slots`, `slot_size`, `rdma` = \"auto\"|\"copy\", `allow_other_users`)"
+                    "unknown or mistyped key `params.{k}` (the shm provider takes `dir`, `ring_slots`, `slot_size`, `rdma` = \"auto\"|\"copy\", `allow_other_users`, `wait_in_provider`)"
                 )));
             }
         }

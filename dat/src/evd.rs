@@ -236,12 +236,16 @@ impl Evd {
                 st.q.end_wait();
                 return Err(DatError::TIMEOUT_EXPIRED);
             }
-            if now < spin_until {
-                drop(st);
-                if !self.inner.transport.progress() {
+            // Drive the transport on this thread on every pass, so a waiter never sleeps
+            // without having moved what was already there (even if it was descheduled for the
+            // whole spin window); sleep only after a pass in which nothing moved.
+            drop(st);
+            let moved = self.inner.transport.progress();
+            st = lock(&self.inner.state);
+            if moved || now < spin_until {
+                if !moved {
                     std::hint::spin_loop();
                 }
-                st = lock(&self.inner.state);
                 continue;
             }
             let slice = deadline.map_or(Duration::from_secs(3600), |d| d - now);

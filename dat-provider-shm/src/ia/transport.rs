@@ -485,7 +485,8 @@ impl Transport for ShmIa {
     /// The others are told `false` and sleep on their EVDs (woken by the upcalls).
     fn block(&self, timeout: Duration) -> bool {
         let sh = &self.shared;
-        if sh.stop.load(Ordering::Acquire)
+        if !sh.params.wait_in_provider
+            || sh.stop.load(Ordering::Acquire)
             || sh
                 .blocked
                 .compare_exchange(0, 1, Ordering::AcqRel, Ordering::Acquire)
