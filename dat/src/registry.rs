@@ -61,6 +61,8 @@ impl From<OpenError> for IaOpenError {
 }
 
 /// The providers compiled into this build, with their registry names.
+// The pushes depend on the features: no `vec![]` literal fits every build.
+#[allow(clippy::vec_init_then_push)]
 fn builtin_providers() -> Vec<Arc<dyn Provider>> {
     #[allow(unused_mut)]
     let mut v: Vec<Arc<dyn Provider>> = Vec::new();
