@@ -127,10 +127,10 @@ fn pair(qual: u64) -> (End, End) {
 fn poll(evd: &Evd) -> DtoStatus {
     let mut spins = 0u32;
     loop {
-        if let Ok(e) = evd.dequeue() {
-            if let EventData::Dto(c) = e.data {
-                return c.status;
-            }
+        if let Ok(e) = evd.dequeue()
+            && let EventData::Dto(c) = e.data
+        {
+            return c.status;
         }
         spins += 1;
         if spins > 32 {
@@ -295,11 +295,11 @@ fn two_process(c: &mut Criterion) {
         )
         .unwrap();
         let e = ac.wait(W, 1).unwrap().0;
-        if let EventData::Connection { private_data, .. } = e.data {
-            if e.number == dat::types::EventNumber::Established {
-                pd = private_data.into_vec();
-                break;
-            }
+        if let EventData::Connection { private_data, .. } = e.data
+            && e.number == dat::types::EventNumber::Established
+        {
+            pd = private_data.into_vec();
+            break;
         }
         a.ep.reset().unwrap();
         std::thread::sleep(Duration::from_millis(5));
