@@ -26,7 +26,7 @@ log() { printf '%s\n' "$*"; }
 xfail_file="$here/stock-xfail.txt"
 xfail_reason() { # name -> the listed reason, exit 1 if not listed
     [ -f "$xfail_file" ] || return 1
-    awk -v n="$1" '$1 == n { $1 = ""; sub(/^ /, ""); print; found = 1; exit } END { exit !found }' \
+    awk -v n="$1" '/^#/ { next } $1 == n { $1 = ""; sub(/^ /, ""); print; found = 1; exit } END { exit !found }' \
         "$xfail_file"
 }
 fail() { # name message...
@@ -73,6 +73,21 @@ CONF
 export DAT_OVERRIDE="$conf"
 unset DAT_CONF
 
+# Waits (up to 10 s) until the server in the background says it waits for clients (plus a
+# moment for its PSP), or has exited: a client that connects before the PSP exists is
+# rejected and does not retry.
+wait_ready() { # server-log server-pid
+    local i
+    for i in $(seq 100); do
+        if grep -Eqi 'waiting for (client connection|connect request)|ready on port' "$1"; then
+            sleep 0.5
+            return
+        fi
+        kill -0 "$2" 2>/dev/null || return
+        sleep 0.1
+    done
+}
+
 # Runs a server (background) and a client; both logs must show PASSED and no FAILED.
 pair() { # name server-cmd... -- client-cmd...
     local name=$1; shift
@@ -80,9 +95,9 @@ pair() { # name server-cmd... -- client-cmd...
     while [ "$1" != "--" ]; do srv+=("$1"); shift; done
     shift
     cli=("$@")
-    timeout "$T" "${srv[@]}" >"$work/$name.srv" 2>&1 &
+    timeout "$T" stdbuf -oL "${srv[@]}" >"$work/$name.srv" 2>&1 &
     local spid=$!
-    sleep 1
+    wait_ready "$work/$name.srv" $spid
     timeout "$T" "${cli[@]}" >"$work/$name.cli" 2>&1
     local crc=$?
     wait "$spid"
@@ -105,9 +120,9 @@ pair_quiet() {
     while [ "$1" != "--" ]; do srv+=("$1"); shift; done
     shift
     cli=("$@")
-    timeout "$T" "${srv[@]}" >"$work/$name.srv" 2>&1 &
+    timeout "$T" stdbuf -oL "${srv[@]}" >"$work/$name.srv" 2>&1 &
     local spid=$!
-    sleep 1
+    wait_ready "$work/$name.srv" $spid
     timeout "$T" "${cli[@]}" >"$work/$name.cli" 2>&1
     local crc=$?
     wait "$spid"
