@@ -75,7 +75,9 @@ unset DAT_CONF
 
 # Waits (up to 10 s) until the server in the background says it waits for clients (plus a
 # moment for its PSP), or has exited: a client that connects before the PSP exists is
-# rejected and does not retry.
+# rejected and does not retry. (dtest v2 still creates its PSP only after its server-info
+# exchange with the client, so an occasional NON_PEER_REJECTED remains: IB's CM retries the
+# request, our providers refuse at once.)
 wait_ready() { # server-log server-pid
     local i
     for i in $(seq 100); do
