@@ -33,6 +33,9 @@ impl Key {
     }
 }
 
+/// The provider-specific attribute OFA uses for the link MTU in bytes (read by dtestsrq).
+pub const IB_TRANSPORT_MTU: &str = "DAT_IB_TRANSPORT_MTU";
+
 /// A list of named attributes with the strings they point at.
 pub struct NamedAttrs {
     _strings: Vec<CString>,
@@ -130,6 +133,11 @@ impl IaState {
                 .filter(|a| a.name != "DAT_IB_RDMA_READ")
                 .cloned(),
         );
+        if !specific.iter().any(|a| a.name == IB_TRANSPORT_MTU) {
+            // dtestsrq sizes its buffers by the link MTU OFA lists here; our transports have
+            // none of their own, so they report IB's largest.
+            specific.push(dat::types::NamedAttr::new(IB_TRANSPORT_MTU, "4096"));
+        }
         let state = Arc::new(IaState {
             addr: Box::new(sockaddr_from(ia.attr().ia_address)),
             transport_attr: NamedAttrs::new(&ia.attr().transport_attr),

@@ -1,9 +1,9 @@
 //! Handle validation through the provider table, as libdat2 would call it: NULL, garbage,
 //! foreign and stale handles give `DAT_INVALID_HANDLE` with the right subtype, never a crash;
-//! every slot is callable; opening an IA whose provider is not compiled in fails cleanly.
+//! every slot is callable; an open IA answers what the stock test programs ask.
 
 use std::ffi::c_void;
-use std::ptr::null_mut;
+use std::ptr::{null, null_mut};
 
 use dat_capi::abi::*;
 
@@ -107,20 +107,17 @@ fn every_slot_is_a_callable_function() {
 }
 
 #[test]
-fn opening_an_ia_whose_provider_is_not_compiled_in_fails_cleanly() {
+fn open_arguments_are_checked() {
     let t = table();
     let mut ia: DatHandle = null_mut();
     let mut evd: DatHandle = null_mut();
     let before = dat_capi::handle::live_count();
-    // SAFETY: valid name and OUT pointers.
-    let rc = unsafe { (t.ia_open_func)(c"rs-test".as_ptr(), 8, &mut evd, &mut ia) };
-    assert_eq!(rc & 0x3FFF_0000, 0x000A_0000, "rc {rc:#x}");
-    assert!(ia.is_null() && evd.is_null());
-    assert_eq!(dat_capi::handle::live_count(), before);
     // An unregistered name.
-    // SAFETY: as above.
+    // SAFETY: valid name and OUT pointers.
     let rc = unsafe { (t.ia_open_func)(c"nobody".as_ptr(), 8, &mut evd, &mut ia) };
     assert_eq!(rc, 0x800A_0064);
+    assert!(ia.is_null() && evd.is_null());
+    assert_eq!(dat_capi::handle::live_count(), before);
     // NULL arguments.
     // SAFETY: NULLs are what is being checked.
     unsafe {
@@ -132,6 +129,104 @@ fn opening_an_ia_whose_provider_is_not_compiled_in_fails_cleanly() {
             (t.ia_open_func)(c"rs-test".as_ptr(), 8, &mut evd, null_mut()),
             0x8006_0028
         );
+    }
+}
+
+/// What the stock test programs ask of an open IA (dapltest FFT queryinfo/mem, dtestsrq,
+/// dtest's RDMA writes), on the loopback tcp IA.
+#[test]
+fn an_open_ia_answers_the_stock_programs() {
+    let t = table();
+    let mut ia: DatHandle = null_mut();
+    let mut aevd: DatHandle = null_mut();
+    // SAFETY: valid name and OUT pointers.
+    let rc = unsafe { (t.ia_open_func)(c"rs-test".as_ptr(), 8, &mut aevd, &mut ia) };
+    assert_eq!(rc, 0, "rc {rc:#x}");
+    assert!(!ia.is_null() && !aevd.is_null());
+    // SAFETY: every pointer handed over is valid for the call (or NULL where NULL is the
+    // point); the handles come from the calls above.
+    unsafe {
+        // ia_query: asked-for fields need somewhere to go.
+        let mut pattr: DatProviderAttr = std::mem::zeroed();
+        let mut iattr: DatIaAttr = std::mem::zeroed();
+        assert_eq!(
+            (t.ia_query_func)(ia, null_mut(), u64::MAX, null_mut(), u64::MAX, &mut pattr),
+            0x8006_0028
+        );
+        assert_eq!(
+            (t.ia_query_func)(ia, null_mut(), u64::MAX, &mut iattr, u64::MAX, null_mut()),
+            0x8006_002A
+        );
+        assert_eq!(
+            (t.ia_query_func)(ia, null_mut(), 0, null_mut(), u64::MAX, &mut pattr),
+            0
+        );
+        // DAT_IB_TRANSPORT_MTU is listed (dtestsrq reads it).
+        let n = usize::try_from(pattr.num_provider_specific_attr).unwrap();
+        let list = std::slice::from_raw_parts(pattr.provider_specific_attr, n);
+        let mtu = list
+            .iter()
+            .find(|a| std::ffi::CStr::from_ptr(a.name).to_bytes() == b"DAT_IB_TRANSPORT_MTU")
+            .map(|a| {
+                std::ffi::CStr::from_ptr(a.value)
+                    .to_str()
+                    .unwrap()
+                    .to_owned()
+            });
+        assert_eq!(mtu.as_deref(), Some("4096"));
+
+        let mut pz: DatHandle = null_mut();
+        assert_eq!((t.pz_create_func)(ia, &mut pz), 0);
+        // A zero-length registration is a length error (dapltest FFT mem case 2).
+        let mut lmr: DatHandle = null_mut();
+        let region = DatRegionDescription { for_va: null_mut() };
+        let rc = (t.lmr_create_func)(
+            ia,
+            0,
+            region,
+            0,
+            pz,
+            0x33,
+            0,
+            &mut lmr,
+            null_mut(),
+            null_mut(),
+            null_mut(),
+            null_mut(),
+        );
+        assert_eq!(rc, 0x8008_0000);
+        assert!(lmr.is_null());
+
+        // RDMA IOV limits left 0 (as dtest does) mean max_request_iov.
+        let mut evd: DatHandle = null_mut();
+        assert_eq!((t.evd_create_func)(ia, 8, null_mut(), 0x20, &mut evd), 0);
+        let mut ep: DatHandle = null_mut();
+        assert_eq!(
+            (t.ep_create_func)(ia, pz, evd, evd, null_mut(), null(), &mut ep),
+            0
+        );
+        let mut p: DatEpParam = std::mem::zeroed();
+        assert_eq!((t.ep_query_func)(ep, u64::MAX, &mut p), 0);
+        let mut a = p.ep_attr;
+        a.max_request_iov = 2;
+        a.max_rdma_read_iov = 0;
+        a.max_rdma_write_iov = 0;
+        let mut ep2: DatHandle = null_mut();
+        assert_eq!(
+            (t.ep_create_func)(ia, pz, evd, evd, null_mut(), &a, &mut ep2),
+            0
+        );
+        let mut p2: DatEpParam = std::mem::zeroed();
+        assert_eq!((t.ep_query_func)(ep2, u64::MAX, &mut p2), 0);
+        assert_eq!(
+            (p2.ep_attr.max_rdma_read_iov, p2.ep_attr.max_rdma_write_iov),
+            (2, 2)
+        );
+        assert_eq!((t.ep_free_func)(ep2), 0);
+        assert_eq!((t.ep_free_func)(ep), 0);
+        assert_eq!((t.evd_free_func)(evd), 0);
+        assert_eq!((t.pz_free_func)(pz), 0);
+        assert_eq!((t.ia_close_func)(ia, 0), 0);
     }
 }
 

@@ -19,17 +19,17 @@ fn program(var: &str) -> PathBuf {
     PathBuf::from(p)
 }
 
-/// The cdylib next to the test binary (`target/<profile>/libdat_capi.so`).
+/// The cdylib cargo built with the tests: next to the test binary (`target/<profile>/deps/`;
+/// `cargo test` does not copy it up), else the one `cargo build` put in `target/<profile>/`.
 fn cdylib() -> PathBuf {
     let exe = std::env::current_exe().expect("test exe");
-    let dir = exe.parent().and_then(|d| d.parent()).expect("target dir");
-    let so = dir.join("libdat_capi.so");
-    assert!(
-        so.exists(),
-        "{} missing (cargo builds it with the tests)",
-        so.display()
-    );
-    so
+    let deps = exe.parent().expect("deps dir");
+    let dir = deps.parent().expect("target dir");
+    let so = [deps, dir]
+        .iter()
+        .map(|d| d.join("libdat_capi.so"))
+        .find(|p| p.exists());
+    so.unwrap_or_else(|| panic!("libdat_capi.so missing in {}", deps.display()))
 }
 
 fn conf(tag: &str) -> PathBuf {

@@ -19,7 +19,35 @@ fails=0
 ran=0
 
 log() { printf '%s\n' "$*"; }
-fail() { log "FAIL: $*"; fails=$((fails + 1)); }
+
+# Expected failures: dat-capi/tests/stock-xfail.txt, one "check-name reason..." a line ('#' starts
+# a comment). A listed check that fails is XFAIL and does not fail the run; one that passes is
+# XPASS and fails it, so the list has to stay true.
+xfail_file="$here/stock-xfail.txt"
+xfail_reason() { # name -> the listed reason, exit 1 if not listed
+    [ -f "$xfail_file" ] || return 1
+    awk -v n="$1" '/^#/ { next } $1 == n { $1 = ""; sub(/^ /, ""); print; found = 1; exit } END { exit !found }' \
+        "$xfail_file"
+}
+fail() { # name message...
+    local name=$1 reason; shift
+    if reason=$(xfail_reason "$name"); then
+        log "XFAIL: $name: $* (listed: $reason)"
+        xfails=$((xfails + 1))
+    else
+        log "FAIL: $name: $*"
+        fails=$((fails + 1))
+    fi
+}
+ok() { # name
+    if xfail_reason "$1" >/dev/null; then
+        log "XPASS: $1 passes but is listed in $xfail_file: remove it"
+        fails=$((fails + 1))
+    else
+        log "ok: $1"
+    fi
+}
+xfails=0
 
 if ! command -v dtest >/dev/null || ! command -v dapltest >/dev/null; then
     sudo=""
@@ -45,6 +73,23 @@ CONF
 export DAT_OVERRIDE="$conf"
 unset DAT_CONF
 
+# Waits (up to 10 s) until the server in the background says it waits for clients (plus a
+# moment for its PSP), or has exited: a client that connects before the PSP exists is
+# rejected and does not retry. (dtest v2 still creates its PSP only after its server-info
+# exchange with the client, so an occasional NON_PEER_REJECTED remains: IB's CM retries the
+# request, our providers refuse at once.)
+wait_ready() { # server-log server-pid
+    local i
+    for i in $(seq 100); do
+        if grep -Eqi 'waiting for (client connection|connect request)|ready on port' "$1"; then
+            sleep 0.5
+            return
+        fi
+        kill -0 "$2" 2>/dev/null || return
+        sleep 0.1
+    done
+}
+
 # Runs a server (background) and a client; both logs must show PASSED and no FAILED.
 pair() { # name server-cmd... -- client-cmd...
     local name=$1; shift
@@ -52,21 +97,21 @@ pair() { # name server-cmd... -- client-cmd...
     while [ "$1" != "--" ]; do srv+=("$1"); shift; done
     shift
     cli=("$@")
-    timeout "$T" "${srv[@]}" >"$work/$name.srv" 2>&1 &
+    timeout "$T" stdbuf -oL "${srv[@]}" >"$work/$name.srv" 2>&1 &
     local spid=$!
-    sleep 1
+    wait_ready "$work/$name.srv" $spid
     timeout "$T" "${cli[@]}" >"$work/$name.cli" 2>&1
     local crc=$?
     wait "$spid"
     local src=$?
     ran=$((ran + 1))
     if [ $crc -ne 0 ] || [ $src -ne 0 ]; then
-        fail "$name: exit codes server $src client $crc (124 = timeout); logs in $work"
+        fail "$name" "exit codes server $src client $crc (124 = timeout); logs in $work"
     elif ! grep -q PASSED "$work/$name.srv" || ! grep -q PASSED "$work/$name.cli" \
         || grep -qi FAILED "$work/$name.srv" "$work/$name.cli"; then
-        fail "$name: no PASSED (or FAILED) in the logs; see $work/$name.{srv,cli}"
+        fail "$name" "no PASSED (or FAILED) in the logs; see $work/$name.{srv,cli}"
     else
-        log "ok: $name"
+        ok "$name"
     fi
 }
 
@@ -77,22 +122,22 @@ pair_quiet() {
     while [ "$1" != "--" ]; do srv+=("$1"); shift; done
     shift
     cli=("$@")
-    timeout "$T" "${srv[@]}" >"$work/$name.srv" 2>&1 &
+    timeout "$T" stdbuf -oL "${srv[@]}" >"$work/$name.srv" 2>&1 &
     local spid=$!
-    sleep 1
+    wait_ready "$work/$name.srv" $spid
     timeout "$T" "${cli[@]}" >"$work/$name.cli" 2>&1
     local crc=$?
     wait "$spid"
     local src=$?
     ran=$((ran + 1))
     if [ $crc -ne 0 ] || [ $src -ne 0 ]; then
-        fail "$name: exit codes server $src client $crc; logs in $work"
+        fail "$name" "exit codes server $src client $crc; logs in $work"
     elif grep -Eqi 'error|failed' "$work/$name.srv" "$work/$name.cli"; then
-        fail "$name: error lines in $work/$name.{srv,cli}"
+        fail "$name" "error lines in $work/$name.{srv,cli}"
     elif ! grep -q 'Complete' "$work/$name.cli"; then
-        fail "$name: the client did not complete; see $work/$name.cli"
+        fail "$name" "the client did not complete; see $work/$name.cli"
     else
-        log "ok: $name"
+        ok "$name"
     fi
 }
 
@@ -103,11 +148,11 @@ dt() { # name args...
     local rc=$?
     ran=$((ran + 1))
     if [ $rc -ne 0 ]; then
-        fail "$name: exit $rc; see $work/$name.log"
+        fail "$name" "exit $rc; see $work/$name.log"
     elif grep -Eqi 'error|failed|Result: FAIL' "$work/$name.log"; then
-        fail "$name: failure lines in $work/$name.log"
+        fail "$name" "failure lines in $work/$name.log"
     else
-        log "ok: $name"
+        ok "$name"
     fi
 }
 
@@ -116,7 +161,7 @@ for ia in rs-tcp rs-shm; do
     probe="$work/$ia.probe"
     DAT_DBG_TYPE=0x10 timeout 30 dapltest -T L -D "$ia" -w 1 -m 1 limit_ia >"$probe" 2>&1
     if ! grep -q "dat_registry_add_provider ($ia," "$probe"; then
-        fail "$ia: libdat2 did not load $so or it did not register; see $probe"
+        fail "$ia" "libdat2 did not load $so or it did not register; see $probe"
         continue
     fi
     if grep -q 'PROVIDER_NOT_FOUND' "$probe"; then
@@ -135,6 +180,13 @@ for ia in rs-tcp rs-shm; do
     pair_quiet "$ia-dtestcm" dtestcm -P "$ia" -s -c 1000 -- dtestcm -P "$ia" -h $h -c 1000
     pair_quiet "$ia-dtestsrq" dtestsrq -P "$ia" -s -- dtestsrq -P "$ia" -h $h
 
+    # Server-side FFT features (their PSPs use dapltest's server port): before the server runs.
+    dt "$ia-F-connmgt" -T F -s $h -D "$ia" -f connmgt
+    # queryinfo cases 13 and 15 pass libdat2's own IA handle (a small index, not a pointer) as a
+    # CNO/EVD handle; libdat2 dereferences it before any provider is called and crashes, with
+    # every provider. The other 16 cases run.
+    dt "$ia-F-queryinfo" -T F -s $h -D "$ia" -f queryinfo \
+        case0 case1 case2 case3 case4 case5 case6 case7 case8 case9 case10 case11 case12 case14 case16 case17
     timeout $((T * 10)) dapltest -T S -D "$ia" >"$work/$ia-dapltest-server.log" 2>&1 &
     spid=$!
     sleep 1
@@ -145,15 +197,16 @@ for ia in rs-tcp rs-shm; do
         client SR 1024 4 server SR 4096 2 client SR 1024 3 -f server SR 2048 1 -f
     dt "$ia-P-RW" -T P -s $h -D "$ia" -i 2048 -m b RW 4096 2
     dt "$ia-P-RR" -T P -s $h -D "$ia" -i 4096 RR 32768 1
-    dt "$ia-L" -T L -D "$ia" -w 8 -m 100 limit_ia limit_pz limit_evd limit_ep limit_psp limit_lmr
-    for f in hwconn endpoint pz mem connmgt queryinfo; do
+    dt "$ia-L" -T L -D "$ia" -w 8 -m 100 limit_ia limit_pz limit_evd limit_ep limit_lmr
+    dt "$ia-L-psp" -T L -D "$ia" -w 8 -m 100 limit_psp
+    for f in hwconn endpoint pz mem; do
         dt "$ia-F-$f" -T F -s $h -D "$ia" -f $f
     done
     dt "$ia-Q" -T Q -s $h -D "$ia"
     wait "$spid"
     src=$?
     if [ $src -ne 0 ] || grep -q 'Test Failed' "$work/$ia-dapltest-server.log"; then
-        fail "$ia-dapltest-server: exit $src; see $work/$ia-dapltest-server.log"
+        fail "$ia-dapltest-server" "exit $src; see $work/$ia-dapltest-server.log"
     fi
 done
 
@@ -163,9 +216,9 @@ if [ $opened -eq 0 ]; then
     exit 0
 fi
 if [ $fails -ne 0 ]; then
-    log "FAIL: $fails of $ran checks failed (logs in $work)"
+    log "FAIL: $fails of $ran checks failed ($xfails expected failures; logs in $work)"
     exit 1
 fi
-log "PASS: $ran checks"
+log "PASS: $ran checks ($xfails expected failures, listed in $xfail_file)"
 rm -rf "$work"
 exit 0

@@ -172,6 +172,10 @@ pub fn ep_attr_from_c(c: &DatEpAttr, n: u16) -> DatResult<EpAttr> {
     if c.service_type != ServiceType::Rc as u32 {
         return Err(arg(n));
     }
+    let max_request_iov = nonneg(c.max_request_iov, n)?;
+    // OFA ignores the two RDMA IOV limits (RDMA goes through the send queue, whose limit is
+    // `max_request_iov`) and dtest leaves them 0 yet posts multi-segment RDMA: 0 means that.
+    let rdma_iov = |v: i32| nonneg(v, n).map(|v| if v == 0 { max_request_iov } else { v });
     Ok(EpAttr {
         service_type: ServiceType::Rc,
         max_message_size: u64::from(c.max_message_size),
@@ -182,12 +186,12 @@ pub fn ep_attr_from_c(c: &DatEpAttr, n: u16) -> DatResult<EpAttr> {
         max_recv_dtos: nonneg(c.max_recv_dtos, n)?,
         max_request_dtos: nonneg(c.max_request_dtos, n)?,
         max_recv_iov: nonneg(c.max_recv_iov, n)?,
-        max_request_iov: nonneg(c.max_request_iov, n)?,
+        max_request_iov,
         max_rdma_read_in: nonneg(c.max_rdma_read_in, n)?,
         max_rdma_read_out: nonneg(c.max_rdma_read_out, n)?,
         srq_soft_hw: (c.srq_soft_hw >= 0).then_some(c.srq_soft_hw.unsigned_abs()),
-        max_rdma_read_iov: nonneg(c.max_rdma_read_iov, n)?,
-        max_rdma_write_iov: nonneg(c.max_rdma_write_iov, n)?,
+        max_rdma_read_iov: rdma_iov(c.max_rdma_read_iov)?,
+        max_rdma_write_iov: rdma_iov(c.max_rdma_write_iov)?,
     })
 }
 

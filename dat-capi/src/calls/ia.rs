@@ -95,13 +95,20 @@ pub(crate) unsafe extern "C" fn ia_open(
 pub(crate) unsafe extern "C" fn ia_query(
     ia: DatHandle,
     async_evd: *mut DatHandle,
-    _ia_attr_mask: u64,
+    ia_attr_mask: u64,
     ia_attr: *mut DatIaAttr,
-    _provider_attr_mask: u64,
+    provider_attr_mask: u64,
     provider_attr: *mut DatProviderAttr,
 ) -> DatReturn {
     guard("ia_query", || {
         let s = ia_of(ia)?;
+        // Fields asked for need somewhere to go (dapltest FFT queryinfo case 10).
+        if ia_attr_mask != 0 && ia_attr.is_null() {
+            return Err(arg(4));
+        }
+        if provider_attr_mask != 0 && provider_attr.is_null() {
+            return Err(arg(6));
+        }
         let aevd = s.handle_of(Kind::Evd, s.ia.async_evd().id().0);
         // SAFETY: NULL or valid OUT pointers from the consumer.
         unsafe { put(async_evd, aevd) };

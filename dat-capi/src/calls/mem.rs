@@ -107,6 +107,10 @@ pub(crate) unsafe extern "C" fn lmr_create(
                 // SAFETY: reading the pointer member of a by-value union is defined for any bits.
                 let ptr = unsafe { region.for_va }.cast::<u8>();
                 let len = usize::try_from(length).map_err(|_| arg(4))?;
+                if len == 0 {
+                    // What dapltest (FFT mem case 2) requires of a zero-length registration.
+                    return Err(DatError::new(ErrorType::LengthError, Subtype::NoSubtype));
+                }
                 if ptr.is_null() && len > 0 {
                     return Err(arg(3));
                 }
