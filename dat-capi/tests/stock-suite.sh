@@ -97,13 +97,24 @@ pair() { # name server-cmd... -- client-cmd...
     while [ "$1" != "--" ]; do srv+=("$1"); shift; done
     shift
     cli=("$@")
-    timeout "$T" stdbuf -oL "${srv[@]}" >"$work/$name.srv" 2>&1 &
-    local spid=$!
-    wait_ready "$work/$name.srv" $spid
-    timeout "$T" "${cli[@]}" >"$work/$name.cli" 2>&1
-    local crc=$?
-    wait "$spid"
-    local src=$?
+    local attempt crc src
+    for attempt in 1 2; do
+        timeout "$T" stdbuf -oL "${srv[@]}" >"$work/$name.srv" 2>&1 &
+        local spid=$!
+        wait_ready "$work/$name.srv" $spid
+        timeout "$T" "${cli[@]}" >"$work/$name.cli" 2>&1
+        crc=$?
+        wait "$spid"
+        src=$?
+        # dtest's own race: its server sends the client its address and only then creates its
+        # PSP, so a quick client can find nobody listening. IB's CM retries the request; our
+        # providers refuse at once (NON_PEER_REJECTED). Run such a pair once more, and say so.
+        if [ $attempt -eq 1 ] && [ $crc -ne 0 ] && grep -q NON_PEER_REJECTED "$work/$name.cli"; then
+            log "RETRY: $name: the client connected before dtest's server created its PSP"
+            continue
+        fi
+        break
+    done
     ran=$((ran + 1))
     if [ $crc -ne 0 ] || [ $src -ne 0 ]; then
         fail "$name" "exit codes server $src client $crc (124 = timeout); logs in $work"
