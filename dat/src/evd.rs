@@ -209,6 +209,8 @@ impl Evd {
         let spin_until = Instant::now() + SPIN;
         // Until the transport says it has no primitive of its own to sleep in.
         let mut can_block = true;
+        // Whether `progress` ran since the last sleep.
+        let mut progressed = false;
         let mut st = lock(&self.inner.state);
         st.q.begin_wait(threshold, true)?;
         loop {
@@ -236,18 +238,21 @@ impl Evd {
                 st.q.end_wait();
                 return Err(DatError::TIMEOUT_EXPIRED);
             }
-            // Drive the transport on this thread on every pass, so a waiter never sleeps
-            // without having moved what was already there (even if it was descheduled for the
-            // whole spin window); sleep only after a pass in which nothing moved.
-            drop(st);
-            let moved = self.inner.transport.progress();
-            st = lock(&self.inner.state);
-            if moved || now < spin_until {
-                if !moved {
+            // Drive the transport on this thread while spinning, and once more before every
+            // sleep, so a waiter never sleeps without having moved what was already there
+            // (even if it was descheduled for the whole spin window). Never more than that:
+            // with many busy endpoints `progress` nearly always moves something, and a waiter
+            // that kept going while it did would never sleep.
+            if now < spin_until || !progressed {
+                drop(st);
+                if !self.inner.transport.progress() {
                     std::hint::spin_loop();
                 }
+                st = lock(&self.inner.state);
+                progressed = true;
                 continue;
             }
+            progressed = false;
             let slice = deadline.map_or(Duration::from_secs(3600), |d| d - now);
             // Sleep in the transport's own primitive where it has one (one wake-up: the
             // transport's); a push meanwhile ends it through `Transport::unblock`.
