@@ -14,8 +14,9 @@ use crate::record::{Metric, Record};
 
 const FONT: &str = "sans-serif";
 
-/// Distinct colours that read well on white (the "tab10" set).
-const COLORS: [RGBColor; 10] = [
+/// Distinct colours that read well on white (the "tab20" set: ten strong, then their light
+/// companions), so a full `compare` run (about 20 series) never gives two series one colour.
+const COLORS: [RGBColor; 20] = [
     RGBColor(31, 119, 180),
     RGBColor(255, 127, 14),
     RGBColor(44, 160, 44),
@@ -26,6 +27,16 @@ const COLORS: [RGBColor; 10] = [
     RGBColor(127, 127, 127),
     RGBColor(188, 189, 34),
     RGBColor(23, 190, 207),
+    RGBColor(174, 199, 232),
+    RGBColor(255, 187, 120),
+    RGBColor(152, 223, 138),
+    RGBColor(255, 152, 150),
+    RGBColor(197, 176, 213),
+    RGBColor(196, 156, 148),
+    RGBColor(247, 182, 210),
+    RGBColor(199, 199, 199),
+    RGBColor(219, 219, 141),
+    RGBColor(158, 218, 229),
 ];
 
 /// A size on the log axis, whose ticks are powers of ten: `1`, `100`, `10k`, `1M`.
