@@ -104,6 +104,21 @@
 //! 25. **`dat_ep_reset`** in DISCONNECTED re-initialises the transport
 //!     ([`Actions::TRANSPORT_RESET`]) and returns to UNCONNECTED; in UNCONNECTED it is a no-op
 //!     keeping pre-posted receives; elsewhere ISE.
+//! 26. **An EP attached to an SRQ that leaves a connection** (C, DP, C1 or Cn into
+//!     DISCONNECTED: `Disconnected`, `Broken`, abrupt disconnect while pending) also gets
+//!     `DAT_ASYNC_ERROR_EP_BROKEN` (reason `DAT_EP_TRANSFER_TO_ERROR`) on the async EVD,
+//!     after its connection event ([`Actions::SRQ_LAST_WQE`], resolved by
+//!     [`Outcome::posts_async_ep_broken`]): the EP takes no SRQ buffer any more, so the
+//!     consumer may free it. The DISCONNECTED event alone does not say so for an SRQ EP,
+//!     whose receives stay on the SRQ instead of being flushed. This is InfiniBand's
+//!     `IBV_EVENT_QP_LAST_WQE_REACHED`, which OFA 2.1.10 maps to `DAT_ASYNC_ERROR_EP_BROKEN`
+//!     with the EP as `dat_handle`, and what `dtestsrq` waits for after every disconnect.
+//!     The header has no SRQ-specific EP event number (`DAT_SRQ_SOFT_HIGH_WATERMARK_EVENT`
+//!     is a watermark *reason*), so we use OFA's. One event per exit: a `Broken` SRQ EP gets
+//!     it once (decision 17). None for connections never established (ACP, CP: nothing was
+//!     consumed) nor on `dat_ep_free` (no handle left to report). A receive the transport
+//!     was filling when a connection broke is flushed after the fact (upcall rules of
+//!     `crate::provider`), so its completion may follow this event.
 
 use std::fmt;
 
@@ -454,6 +469,10 @@ bitflags! {
         const TRANSPORT_RESET = 1 << 11;
         /// Free the EP and its transport resources; the handle becomes invalid.
         const DESTROY = 1 << 12;
+        /// The EP left a connection for DISCONNECTED: if it is attached to an SRQ, post
+        /// `DAT_ASYNC_ERROR_EP_BROKEN` on the async EVD (decision 26;
+        /// [`Outcome::posts_async_ep_broken`] decides).
+        const SRQ_LAST_WQE = 1 << 13;
     }
 }
 
@@ -481,6 +500,15 @@ impl Outcome {
     /// True if the EP is destroyed by this transition.
     pub const fn destroys(&self) -> bool {
         self.actions.contains(Actions::DESTROY)
+    }
+
+    /// True if `DAT_ASYNC_ERROR_EP_BROKEN` must be posted for the EP on the IA's async EVD,
+    /// after the connection event: a broken connection (decision 17), or an EP attached to
+    /// an SRQ leaving its connection (`srq_attached`, decision 26). At most one event per
+    /// transition.
+    pub const fn posts_async_ep_broken(&self, srq_attached: bool) -> bool {
+        self.actions.contains(Actions::ASYNC_EP_BROKEN)
+            || (srq_attached && self.actions.contains(Actions::SRQ_LAST_WQE))
     }
 
     const fn to(next: EpState) -> Outcome {
@@ -542,6 +570,17 @@ pub const POST_UNCONNECTED: DatError = DatError::invalid_state(Subtype::StateEpU
 /// `DAT_INVALID_STATE | DAT_INVALID_STATE_EP_UNCONNECTED` for request posts outside
 /// CONNECTED/DISCONNECTED. Facts never fail.
 pub fn transition(state: EpState, input: Input) -> Outcome {
+    let mut out = decide(state, input);
+    // Decision 26: every way from a connection into DISCONNECTED.
+    let was_connected = state.is_connected() || matches!(state, EpState::DisconnectPending);
+    if was_connected && out.next == EpState::Disconnected && !out.ignored && out.result.is_ok() {
+        out.actions = out.actions.union(Actions::SRQ_LAST_WQE);
+    }
+    out
+}
+
+/// The table of [`transition`] without decision 26.
+fn decide(state: EpState, input: Input) -> Outcome {
     use Actions as A;
     use EpState as S;
 

@@ -35,14 +35,14 @@ const SUB: [u16; 15] = [47, 63, 53, 64, 49, 65, 48, 50, 66, 51, 55, 52, 54, 51, 
 /// * `=` success keeping the state, or `>ST` success moving to state `ST`; then optionally
 ///   `!ev` (connection event) and `+letters` (actions):
 ///   c connect, t arm timer, x cancel timer, a accept, r reject, g graceful disconnect,
-///   b abrupt disconnect, f flush, p flush this post, e async EP_BROKEN, z release
-///   reservation, R transport reset, X destroy.
+///   b abrupt disconnect, f flush, p flush this post, e async EP_BROKEN, s async EP_BROKEN
+///   if attached to an SRQ, z release reservation, R transport reset, X destroy.
 #[rustfmt::skip]
 const TABLE: &[(Input, [&str; 15])] = &[
     //                                U        uU     R        uR        PCP       uP       ACP           TCP      uT       C            DP           D          CP           C1           Cn
     (Input::Connect,               [">ACP+ct","ISE", "ISE",   "ISE",    "ISE",    "ISE",   "ISE",        "ISE",   "ISE",   "ISE",       "ISE",       "ISE",     "ISE",       "ISE",       "ISE"]),
     (Input::DupSource,             ["ISE",   "ISE",  "ISE",   "ISE",    "ISE",    "ISE",   "ISE",        "ISE",   "ISE",   "=",         "ISE",       "ISE",     "ISE",       "=",         "="]),
-    (Input::Disconnect(Abrupt),    ["ISE",   "ISE",  "ISE",   "ISE",    "ISE",    "ISE",   ">D!disc+bxf","ISE",   "ISE",   ">DP+bf",    ">D!disc+bf","=",       ">D!disc+bf",">DP+bf",    ">DP+bf"]),
+    (Input::Disconnect(Abrupt),    ["ISE",   "ISE",  "ISE",   "ISE",    "ISE",    "ISE",   ">D!disc+bxf","ISE",   "ISE",   ">DP+bf",    ">D!disc+bfs","=",      ">D!disc+bf",">DP+bf",    ">DP+bf"]),
     (Input::Disconnect(Graceful),  ["ISE",   "ISE",  "ISE",   "ISE",    "ISE",    "ISE",   ">D!disc+bxf","ISE",   "ISE",   ">DP+g",     "=",         "=",       ">D!disc+bf",">DP+g",     ">DP+g"]),
     (Input::Reset,                 ["=",     "ISE",  "ISE",   "ISE",    "ISE",    "ISE",   "ISE",        "ISE",   "ISE",   "ISE",       "ISE",       ">U+R",    "ISE",       "ISE",       "ISE"]),
     (Input::Free,                  ["=+fX",  "=+X",  "ISE",   "ISE",    "ISE",    "ISE",   "=+bxfX",     "ISE",   "ISE",   "=+bfX",     "=+bfX",     "=+X",     "=+bfX",     "=+bfX",     "=+bfX"]),
@@ -65,8 +65,8 @@ const TABLE: &[(Input, [&str; 15])] = &[
     (Input::Unreachable,           ["~",     "~",    "~",     "~",      "~",      "~",     ">D!unr+xf",  "~",     "~",     "~",         "~",         "~",       ">D!unr+f",  "~",         "~"]),
     (Input::TimedOut,              ["~",     "~",    "~",     "~",      "~",      "~",     ">D!tmo+xbf", "~",     "~",     "~",         "~",         "~",       "~",         "~",         "~"]),
     (Input::AcceptCompletionError, ["~",     "~",    "~",     "~",      "~",      "~",     "~",          "~",     "~",     "~",         "~",         "~",       ">D!ace+f",  "~",         "~"]),
-    (Input::Disconnected,          ["~",     "~",    "~",     "~",      "~",      "~",     ">D!nprej+xf","~",     "~",     ">D!disc+f", ">D!disc+f", "~",       ">D!ace+f",  ">D!disc+f", ">D!disc+f"]),
-    (Input::Broken,                ["~",     "~",    "~",     "~",      "~",      "~",     ">D!nprej+xf","~",     "~",     ">D!brk+fe", ">D!brk+fe", "~",       ">D!ace+f",  ">D!brk+fe", ">D!brk+fe"]),
+    (Input::Disconnected,          ["~",     "~",    "~",     "~",      "~",      "~",     ">D!nprej+xf","~",     "~",     ">D!disc+fs",">D!disc+fs","~",       ">D!ace+f",  ">D!disc+fs",">D!disc+fs"]),
+    (Input::Broken,                ["~",     "~",    "~",     "~",      "~",      "~",     ">D!nprej+xf","~",     "~",     ">D!brk+fes",">D!brk+fes","~",       ">D!ace+f",  ">D!brk+fes",">D!brk+fes"]),
     (Input::ConnectFailedSync,     ["~",     "~",    "~",     "~",      "~",      "~",     ">U+x",       "~",     "~",     "~",         "~",         "~",       ">U",        "~",         "~"]),
     (Input::RspAcceptFailedSync,   ["~",     "~",    "~",     "~",      "~",      "~",     "~",          "~",     "~",     "~",         "~",         "~",       ">PCP",      "~",         "~"]),
     (Input::ProviderAcceptFailedSync,["~",   "~",    "~",     "~",      "~",      "~",     "~",          "~",     "~",     "~",         "~",         "~",       ">TCP",      "~",         "~"]),
@@ -118,6 +118,7 @@ fn actions_by_letters(s: &str) -> Actions {
             'f' => Actions::FLUSH,
             'p' => Actions::FLUSH_THIS_POST,
             'e' => Actions::ASYNC_EP_BROKEN,
+            's' => Actions::SRQ_LAST_WQE,
             'z' => Actions::RELEASE_RESERVATION,
             'R' => Actions::TRANSPORT_RESET,
             'X' => Actions::DESTROY,
@@ -242,6 +243,14 @@ fn invariants_hold_for_every_pair() {
                 assert!(o.actions.contains(Actions::FLUSH), "{ctx}");
                 assert!(o.event.is_some(), "{ctx}");
             }
+            // Decision 26: SRQ_LAST_WQE exactly when leaving a connection for DISCONNECTED.
+            let leaves_connection =
+                (state.is_connected() || state == DisconnectPending) && o.next == Disconnected;
+            assert_eq!(
+                o.actions.contains(Actions::SRQ_LAST_WQE),
+                leaves_connection,
+                "{ctx}"
+            );
             // Decision 18: the timer is cancelled exactly when leaving ACP.
             let leaves_acp = state == ActiveConnectionPending && (o.next != state || o.destroys());
             assert_eq!(
@@ -618,4 +627,45 @@ fn seed_disconnect_during_establishment_aborts_into_disconnected_and_flushes_rec
     }
     // A late ESTABLISHED after the abort is ignored (decision 19).
     assert!(transition(Disconnected, Input::Established).ignored);
+}
+
+#[test]
+fn async_ep_broken_for_broken_connections_and_srq_eps_leaving_one() {
+    // Decision 26: an SRQ EP is told when it leaves a connection, by any way, once.
+    let srq_exits = [
+        (Connected, Input::Disconnected),
+        (DisconnectPending, Input::Disconnected),
+        (DisconnectPending, Input::Disconnect(Abrupt)),
+        (ConnectedMultiPath, Input::Disconnected),
+    ];
+    for (state, input) in srq_exits {
+        let o = transition(state, input);
+        assert!(o.posts_async_ep_broken(true), "{state} x {input:?}");
+        assert!(!o.posts_async_ep_broken(false), "{state} x {input:?}");
+    }
+    // Decision 17: a broken connection is reported with or without an SRQ.
+    for state in [Connected, DisconnectPending, ConnectedSinglePath] {
+        let o = transition(state, Input::Broken);
+        assert!(o.posts_async_ep_broken(true), "{state}");
+        assert!(o.posts_async_ep_broken(false), "{state}");
+    }
+    // Never for establishments that failed, for a free, or while the connection lasts.
+    let quiet = [
+        (ActiveConnectionPending, Input::Disconnected),
+        (ActiveConnectionPending, Input::Broken),
+        (ActiveConnectionPending, Input::PeerRejected),
+        (ActiveConnectionPending, Input::Disconnect(Graceful)),
+        (CompletionPending, Input::Disconnected),
+        (CompletionPending, Input::AcceptCompletionError),
+        (Connected, Input::Free),
+        (DisconnectPending, Input::Free),
+        (Connected, Input::Disconnect(Graceful)),
+        (Connected, Input::Disconnect(Abrupt)),
+        (Disconnected, Input::Disconnected),
+        (Disconnected, Input::Disconnect(Abrupt)),
+    ];
+    for (state, input) in quiet {
+        let o = transition(state, input);
+        assert!(!o.posts_async_ep_broken(true), "{state} x {input:?}");
+    }
 }
