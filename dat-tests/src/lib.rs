@@ -113,6 +113,7 @@ macro_rules! conformance_suite {
             dto::disconnect_flushes_recvs,
             dto::preposted_recv_used,
             dto::srq_shared_receives,
+            dto::srq_ep_disconnect_async_event,
             evd::dequeue_empty_exact,
             evd::wait_timeout_expired,
             evd::software_events_fifo,

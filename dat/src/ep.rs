@@ -353,10 +353,17 @@ impl EpInner {
         tracing::debug!(ep = self.id.0, from = ?core.state, to = ?out.next, ?input, "EP transition");
         core.state = out.next;
         self.post_conn_event(&core, &out, pdata);
+        let srq_attached = core.srq.is_some();
         drop(core);
-        if out.actions.contains(Actions::ASYNC_EP_BROKEN) {
-            // Decision 17 of `dat_core::ep::state`: a broken connection is also an
-            // EP-affiliated asynchronous error.
+        self.post_async_event(&out, srq_attached);
+    }
+
+    /// Posts `DAT_ASYNC_ERROR_EP_BROKEN` for this EP on the IA's async EVD when the outcome
+    /// asks for it: a broken connection (decision 17 of `dat_core::ep::state`) or an EP on an
+    /// SRQ leaving its connection (decision 26). Called after the connection event, without
+    /// the EP locked.
+    fn post_async_event(&self, out: &Outcome, srq_attached: bool) {
+        if out.posts_async_ep_broken(srq_attached) {
             self.ia.post_async(
                 dat_core::evd::AsyncHandle::Ep(self.id),
                 dat_core::types::EventNumber::AsyncEpBroken,
@@ -376,14 +383,32 @@ impl EpInner {
         }
     }
 
-    /// Runs a consumer call through the state machine; on success the new state is set and
-    /// the outcome (with its actions for the caller to carry out) returned.
+    /// Runs a consumer call through the state machine; on success the new state is set, the
+    /// connection event and then any asynchronous event are posted, and the outcome (with
+    /// its actions for the caller to carry out) is returned.
     pub(crate) fn apply(&self, input: Input) -> DatResult<Outcome> {
         let mut core = lock(&self.core);
-        self.apply_locked(&mut core, input)
+        let out = self.transit(&mut core, input)?;
+        let srq_attached = core.srq.is_some();
+        drop(core);
+        self.post_async_event(&out, srq_attached);
+        Ok(out)
     }
 
+    /// [`EpInner::apply`] with the EP already locked, for inputs that never leave a
+    /// connection (connect, accept, reset and their undos): it posts no asynchronous event.
     pub(crate) fn apply_locked(&self, core: &mut EpCore, input: Input) -> DatResult<Outcome> {
+        let out = self.transit(core, input)?;
+        debug_assert!(
+            !out.posts_async_ep_broken(true),
+            "{input:?} needs EpInner::apply (it may post an asynchronous event)"
+        );
+        Ok(out)
+    }
+
+    /// Runs `input` through the state machine, stores the new state and posts the
+    /// connection event.
+    fn transit(&self, core: &mut EpCore, input: Input) -> DatResult<Outcome> {
         let out = transition(core.state, input);
         out.result?;
         if core.state != out.next {

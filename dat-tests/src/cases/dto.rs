@@ -1,13 +1,13 @@
 //! Send and receive: scatter/gather, zero length, many outstanding, ordering, completion
-//! flags, cookies and lengths.
+//! flags, cookies and lengths, shared receive queues.
 
-use dat::types::{CloseFlags, CompletionFlags, Cookie, DtoOp, DtoStatus, EventNumber};
-use dat::{DatError, EpState};
+use dat::types::{CloseFlags, CompletionFlags, Cookie, DtoOp, DtoStatus, EpAttr, EventNumber};
+use dat::{AsyncHandle, DatError, Ep, EpState, EventData};
 
 use crate::Outcome;
 use crate::harness::{
-    assert_empty, deep_pair, expect_completion, expect_conn, expect_dto, pair, pattern, post_recv,
-    post_send, read,
+    Side, assert_empty, deep_pair, expect_completion, expect_conn, expect_dto, pair, pattern,
+    post_recv, post_send, read,
 };
 use crate::target::Target;
 
@@ -370,56 +370,95 @@ pub fn preposted_recv_used(t: &dyn Target) -> Outcome {
     Outcome::Pass
 }
 
-/// Two EPs on one SRQ: each receive completes on the EP that got the message.
-pub fn srq_shared_receives(t: &dyn Target) -> Outcome {
-    let (ia_a, ia_b) = t.open_pair();
-    if !ia_b.provider_attr().srq_supported {
-        return Outcome::Skip("provider does not advertise SRQ support".into());
+/// A fresh pair of sides, an SRQ on `b` and `b`'s listening PSP; a skip if the provider
+/// does not advertise SRQ support.
+struct SrqSides {
+    a: Side,
+    b: Side,
+    srq: dat::Srq,
+    psp: dat::Sp,
+    /// Attributes for EPs on the SRQ (no receive queue of their own).
+    attr: EpAttr,
+}
+
+impl SrqSides {
+    fn new(t: &dyn Target, max_recv_dtos: u32) -> Result<SrqSides, Outcome> {
+        let (ia_a, ia_b) = t.open_pair();
+        if !ia_b.provider_attr().srq_supported {
+            return Err(Outcome::Skip(
+                "provider does not advertise SRQ support".into(),
+            ));
+        }
+        let a = Side::new(ia_a);
+        let b = Side::new(ia_b);
+        let srq =
+            b.ia.create_srq(
+                &b.pz,
+                dat::SrqAttr {
+                    max_recv_dtos,
+                    max_recv_iov: 1,
+                    low_watermark: 0,
+                },
+            )
+            .unwrap();
+        let mut attr = b.ep.query().unwrap().config.attr;
+        attr.max_recv_dtos = 0;
+        let psp = b.psp(t);
+        Ok(SrqSides {
+            a,
+            b,
+            srq,
+            psp,
+            attr,
+        })
     }
-    let a = crate::harness::Side::new(ia_a);
-    let b = crate::harness::Side::new(ia_b);
-    let srq =
-        b.ia.create_srq(
-            &b.pz,
-            dat::SrqAttr {
-                max_recv_dtos: 16,
-                max_recv_iov: 1,
-                low_watermark: 0,
-            },
-        )
-        .unwrap();
-    let mut attr = b.ep.query().unwrap().config.attr;
-    attr.max_recv_dtos = 0;
-    let psp = b.psp(t);
-    let mut pairs = Vec::new();
-    for _ in 0..2 {
-        let eb =
-            b.ia.create_ep(&dat::EpParams {
-                srq: Some(&srq),
-                attr: Some(&attr),
-                ..b.ep_params()
+
+    /// Connects `ea` (of `a`) to `eb` (of `b`) through the PSP.
+    fn connect(&self, ea: &Ep, eb: &Ep) {
+        crate::harness::connect_ep(ea, &self.b.addr(), self.psp.conn_qual(), b"");
+        crate::harness::expect_cr(&self.b.ia, &self.b.cr, &self.psp)
+            .accept(Some(eb), b"")
+            .unwrap();
+        expect_conn(&self.a.conn, EventNumber::Established, ea);
+        expect_conn(&self.b.conn, EventNumber::Established, eb);
+    }
+
+    /// A fresh EP of `a` connected to a fresh EP of `b` on the SRQ: `(a's, b's)`.
+    fn connect_srq_ep(&self) -> (Ep, Ep) {
+        let eb = self
+            .b
+            .ia
+            .create_ep(&dat::EpParams {
+                srq: Some(&self.srq),
+                attr: Some(&self.attr),
+                ..self.b.ep_params()
             })
             .unwrap();
-        let ea = a.another_ep();
-        crate::harness::connect_ep(&ea, &b.addr(), psp.conn_qual(), b"");
-        crate::harness::expect_cr(&b.ia, &b.cr, &psp)
-            .accept(Some(&eb), b"")
-            .unwrap();
-        expect_conn(&a.conn, EventNumber::Established, &ea);
-        expect_conn(&b.conn, EventNumber::Established, &eb);
-        pairs.push((ea, eb));
+        let ea = self.a.another_ep();
+        self.connect(&ea, &eb);
+        (ea, eb)
     }
+}
+
+/// Two EPs on one SRQ: each receive completes on the EP that got the message.
+pub fn srq_shared_receives(t: &dyn Target) -> Outcome {
+    let s = match SrqSides::new(t, 16) {
+        Ok(s) => s,
+        Err(skip) => return skip,
+    };
+    let (a, b, srq) = (&s.a, &s.b, &s.srq);
+    let pairs = [s.connect_srq_ep(), s.connect_srq_ep()];
     srq.post_recv(&[b.lmr.triplet(0, 64)], Cookie(1)).unwrap();
     srq.post_recv(&[b.lmr.triplet(64, 64)], Cookie(2)).unwrap();
     a.lmr.write(0, b"second-ep").unwrap();
-    post_send(&a, &pairs[1].0, 0, 9, 3);
+    post_send(a, &pairs[1].0, 0, 9, 3);
     let c = expect_dto(&b.recv);
     assert_eq!(
         (c.ep, c.cookie, c.status, c.transferred_length),
         (pairs[1].1.id(), Cookie(1), DtoStatus::Success, 9)
     );
     a.lmr.write(0, b"first").unwrap();
-    post_send(&a, &pairs[0].0, 0, 5, 4);
+    post_send(a, &pairs[0].0, 0, 5, 4);
     let c = expect_dto(&b.recv);
     assert_eq!(
         (c.ep, c.cookie, c.transferred_length),
@@ -428,4 +467,57 @@ pub fn srq_shared_receives(t: &dyn Target) -> Outcome {
     assert_eq!(read(&b.lmr, 0, 9), b"second-ep");
     assert_eq!(read(&b.lmr, 64, 5), b"first");
     Outcome::Pass
+}
+
+/// An EP on an SRQ that leaves its connection is reported on the IA's async EVD after its
+/// DISCONNECTED event, whichever side disconnects: `DAT_ASYNC_ERROR_EP_BROKEN` for that EP,
+/// once (decision 26 of `dat_core::ep::state`, what `dtestsrq` waits for before freeing).
+/// EPs with their own receive queue get no asynchronous event.
+pub fn srq_ep_disconnect_async_event(t: &dyn Target) -> Outcome {
+    let s = match SrqSides::new(t, 4) {
+        Ok(s) => s,
+        Err(skip) => return skip,
+    };
+    let (a, b, srq) = (&s.a, &s.b, &s.srq);
+    s.connect(&a.ep, &b.ep);
+    let (ea0, eb0) = s.connect_srq_ep();
+    let (ea1, eb1) = s.connect_srq_ep();
+    // The first SRQ EP consumes a buffer of the SRQ before its connection ends.
+    srq.post_recv(&[b.lmr.triplet(0, 64)], Cookie(1)).unwrap();
+    post_send(a, &ea0, 0, 4, 2);
+    expect_completion(&b.recv, &eb0, 1, DtoStatus::Success, DtoOp::Receive, 4);
+    expect_completion(&a.req, &ea0, 2, DtoStatus::Success, DtoOp::Send, 4);
+
+    // EPs with their own receive queues: DISCONNECTED only.
+    a.ep.disconnect(CloseFlags::Graceful).unwrap();
+    expect_conn(&a.conn, EventNumber::Disconnected, &a.ep);
+    expect_conn(&b.conn, EventNumber::Disconnected, &b.ep);
+    // The peer disconnects the first SRQ EP.
+    ea0.disconnect(CloseFlags::Graceful).unwrap();
+    expect_conn(&a.conn, EventNumber::Disconnected, &ea0);
+    expect_conn(&b.conn, EventNumber::Disconnected, &eb0);
+    expect_async_ep_broken(&b.ia, &eb0);
+    // The second SRQ EP disconnects itself.
+    eb1.disconnect(CloseFlags::Graceful).unwrap();
+    expect_conn(&b.conn, EventNumber::Disconnected, &eb1);
+    expect_conn(&a.conn, EventNumber::Disconnected, &ea1);
+    expect_async_ep_broken(&b.ia, &eb1);
+    // One event per SRQ EP; none for the others (posted long before, were there one).
+    assert_empty(&b.ia.async_evd());
+    assert_empty(&a.ia.async_evd());
+    // Told, the consumer frees the SRQ EPs, and then the SRQ.
+    eb0.free().unwrap();
+    eb1.free().unwrap();
+    srq.free().unwrap();
+    Outcome::Pass
+}
+
+/// The next event of `ia`'s async EVD must be `DAT_ASYNC_ERROR_EP_BROKEN` for `ep`.
+fn expect_async_ep_broken(ia: &dat::Ia, ep: &Ep) {
+    let ev = crate::harness::next_event(&ia.async_evd());
+    assert_eq!(ev.number, EventNumber::AsyncEpBroken, "{ev:?}");
+    assert!(
+        matches!(ev.data, EventData::Async { handle: AsyncHandle::Ep(id), reason: 0 } if id == ep.id()),
+        "{ev:?}"
+    );
 }
