@@ -345,6 +345,15 @@ impl EpInner {
             _ => Box::default(),
         };
         let mut core = lock(&self.core);
+        if self.freed.load(Ordering::Acquire) {
+            // Decision 14: a freed EP reports nothing (a transport may still be closing it).
+            tracing::debug!(
+                ep = self.id.0,
+                ?input,
+                "transport fact for a freed EP ignored"
+            );
+            return;
+        }
         let out = transition(core.state, input);
         if out.ignored || out.result.is_err() {
             tracing::debug!(ep = self.id.0, state = ?core.state, ?input, "transport fact ignored");
