@@ -53,7 +53,6 @@ use dat_core::provider::{OpenError, OpenRequest, Provider, Transport};
 
 mod driver;
 pub mod engine;
-mod ifaddr;
 pub mod params;
 mod transport;
 pub mod wire;

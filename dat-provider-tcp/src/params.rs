@@ -124,7 +124,7 @@ impl TcpParams {
                         .ok_or_else(|| bad(key, format!("expected a string, found {value}")))?;
                     p.address = match s.parse::<IpAddr>() {
                         Ok(ip) => ip,
-                        Err(_) => crate::ifaddr::interface_address(s).ok_or_else(|| {
+                        Err(_) => dat_sys::ifaddr::interface_address(s).ok_or_else(|| {
                             OpenError::new(
                                 DatError::new(ErrorType::ProviderNotFound, Subtype::NoSubtype),
                                 format!(

@@ -27,7 +27,6 @@ use dat_core::provider::{OpenError, OpenRequest, Provider, Transport};
 
 pub mod attr;
 mod device;
-mod ifaddr;
 pub mod params;
 mod transport;
 

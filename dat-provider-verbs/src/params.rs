@@ -164,7 +164,7 @@ impl VerbsParams {
             }
             (Some(ip), None) => Locator::Address { ip, netdev: None },
             (None, Some(ifname)) => {
-                let ip = crate::ifaddr::interface_address(&ifname).ok_or_else(|| {
+                let ip = dat_sys::ifaddr::interface_address(&ifname).ok_or_else(|| {
                     OpenError::new(
                         DatError::new(ErrorType::ProviderNotFound, Subtype::NoSubtype),
                         format!(

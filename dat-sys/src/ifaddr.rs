@@ -1,9 +1,11 @@
-//! Interface name to address (`getifaddrs`), for `params.address = "eth0"`.
+//! Interface name to address (`getifaddrs`): the tcp provider's `params.address = "eth0"` and
+//! the verbs provider's `params.netdev`.
 
 use std::ffi::CStr;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
-/// The first IPv4 address of interface `name`, else its first IPv6 address.
+/// The first IPv4 address of interface `name`, else its first IPv6 address; `None` if no
+/// interface has exactly that name, it has no IP address, or the list cannot be read.
 pub fn interface_address(name: &str) -> Option<IpAddr> {
     let mut v4 = None;
     let mut v6 = None;
@@ -44,4 +46,24 @@ pub fn interface_address(name: &str) -> Option<IpAddr> {
     // SAFETY: `head` came from a successful getifaddrs and is freed once.
     unsafe { libc::freeifaddrs(head) };
     v4.or(v6)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn loopback_has_its_ipv4_address() {
+        assert_eq!(
+            interface_address("lo"),
+            Some(IpAddr::V4(Ipv4Addr::LOCALHOST))
+        );
+    }
+
+    #[test]
+    fn only_an_exact_existing_name_has_an_address() {
+        for name in ["no-such-if0", "", "l", "lo0", "LO"] {
+            assert_eq!(interface_address(name), None, "{name:?}");
+        }
+    }
 }
