@@ -362,17 +362,15 @@ impl EpInner {
         tracing::debug!(ep = self.id.0, from = ?core.state, to = ?out.next, ?input, "EP transition");
         core.state = out.next;
         self.post_conn_event(&core, &out, pdata);
-        let srq_attached = core.srq.is_some();
-        drop(core);
-        self.post_async_event(&out, srq_attached);
+        self.post_async_event(&core, &out);
     }
 
     /// Posts `DAT_ASYNC_ERROR_EP_BROKEN` for this EP on the IA's async EVD when the outcome
     /// asks for it: a broken connection (decision 17 of `dat_core::ep::state`) or an EP on an
-    /// SRQ leaving its connection (decision 26). Called after the connection event, without
-    /// the EP locked.
-    fn post_async_event(&self, out: &Outcome, srq_attached: bool) {
-        if out.posts_async_ep_broken(srq_attached) {
+    /// SRQ leaving its connection (decision 26). Called after the connection event with the
+    /// EP still locked, so the EP cannot be freed before its event is queued.
+    fn post_async_event(&self, core: &EpCore, out: &Outcome) {
+        if out.posts_async_ep_broken(core.srq.is_some()) {
             self.ia.post_async(
                 dat_core::evd::AsyncHandle::Ep(self.id),
                 dat_core::types::EventNumber::AsyncEpBroken,
@@ -397,27 +395,10 @@ impl EpInner {
     /// its actions for the caller to carry out) is returned.
     pub(crate) fn apply(&self, input: Input) -> DatResult<Outcome> {
         let mut core = lock(&self.core);
-        let out = self.transit(&mut core, input)?;
-        let srq_attached = core.srq.is_some();
-        drop(core);
-        self.post_async_event(&out, srq_attached);
-        Ok(out)
+        self.apply_locked(&mut core, input)
     }
 
-    /// [`EpInner::apply`] with the EP already locked, for inputs that never leave a
-    /// connection (connect, accept, reset and their undos): it posts no asynchronous event.
     pub(crate) fn apply_locked(&self, core: &mut EpCore, input: Input) -> DatResult<Outcome> {
-        let out = self.transit(core, input)?;
-        debug_assert!(
-            !out.posts_async_ep_broken(true),
-            "{input:?} needs EpInner::apply (it may post an asynchronous event)"
-        );
-        Ok(out)
-    }
-
-    /// Runs `input` through the state machine, stores the new state and posts the
-    /// connection event.
-    fn transit(&self, core: &mut EpCore, input: Input) -> DatResult<Outcome> {
         let out = transition(core.state, input);
         out.result?;
         if core.state != out.next {
@@ -425,6 +406,7 @@ impl EpInner {
         }
         core.state = out.next;
         self.post_conn_event(core, &out, Box::default());
+        self.post_async_event(core, &out);
         Ok(out)
     }
 
