@@ -167,6 +167,8 @@ pub(crate) struct Shared {
     any_backlog: AtomicBool,
     /// The driver has stepped back for a polling application (see the `handoff` module).
     stepped_back: AtomicBool,
+    /// An application thread about to sleep asks the stepped-back driver to take over.
+    handback: AtomicBool,
 }
 
 /// Maps an I/O error of a connection to what the engine should hear.
@@ -208,6 +210,7 @@ impl Shared {
             last_progress: AtomicU64::new(0),
             any_backlog: AtomicBool::new(false),
             stepped_back: AtomicBool::new(false),
+            handback: AtomicBool::new(false),
         });
         Ok((shared, poll))
     }
@@ -632,7 +635,9 @@ impl Shared {
                 break;
             }
             let now = Instant::now();
-            let polling = self.app_polling(now);
+            // A waiter going to sleep handed the sockets back: take them whatever the clock
+            // says (it polls once more on its way to sleep).
+            let polling = !self.handback.swap(false, Ordering::Relaxed) && self.app_polling(now);
             for ev in &events {
                 let entry = read(&self.entries).get(&ev.token()).cloned();
                 match entry {

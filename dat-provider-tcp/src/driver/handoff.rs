@@ -38,6 +38,7 @@ impl Shared {
     pub(crate) fn app_sleeps(&self) {
         self.last_progress.store(0, Ordering::Relaxed);
         if self.stepped_back.load(Ordering::Relaxed) {
+            self.handback.store(true, Ordering::Relaxed);
             let _ = self.waker.wake();
         }
     }
