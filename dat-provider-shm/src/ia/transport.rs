@@ -392,8 +392,9 @@ impl Transport for ShmIa {
             }
             e.recvs.push_back(wr);
             if let Some((id, c)) = conn {
-                // A send held back for want of a receive can land now.
-                if let Some(d) = c.data.as_mut() {
+                // A send held back for want of a receive can land now. (Nothing else: the
+                // acknowledgements owed wait for the reply the application posts next.)
+                if let Some(d) = c.data.as_mut().filter(|d| d.held()) {
                     let recvs = match e.cfg.srq.and_then(|s| st_ref.srqs.get_mut(&s)) {
                         Some(q) => q,
                         None => &mut e.recvs,
@@ -403,7 +404,7 @@ impl Transport for ShmIa {
                         pz: e.cfg.pz,
                         recvs,
                     };
-                    let r = d.pump(&mut view, &sh.mem, &mut out);
+                    let r = d.pump(&mut view, &sh.mem, &mut out, true);
                     if r.is_err() {
                         sh.teardown(&mut st, id, Some(CmFact::Broken), false, &mut out);
                     } else if c.closing.is_some() {
@@ -443,7 +444,7 @@ impl Transport for ShmIa {
             .push_back(wr);
         // Sends held back on any endpoint of this SRQ may land now.
         let mut out = Ups::new();
-        sh.pump_all(&mut st, &mut out);
+        sh.pump_all(&mut st, &mut out, false);
         sh.finish(st, out);
         Ok(())
     }
@@ -471,7 +472,7 @@ impl Transport for ShmIa {
             return false;
         };
         let mut out = Ups::new();
-        let any = sh.pump_all(&mut st, &mut out);
+        let any = sh.pump_all(&mut st, &mut out, true);
         sh.finish(st, out);
         any
     }
@@ -496,7 +497,7 @@ impl Transport for ShmIa {
         }
         let mut out = Ups::new();
         let mut st = sh.enter();
-        let mut ready = sh.pump_all(&mut st, &mut out) || !out.is_empty();
+        let mut ready = sh.pump_all(&mut st, &mut out, false) || !out.is_empty();
         if !ready {
             for c in st.conns.values_mut() {
                 if let (Phase::Connected, Some(d)) = (&c.phase, c.data.as_mut()) {
@@ -522,7 +523,7 @@ impl Transport for ShmIa {
                     consumed = true;
                 }
             }
-            sh.pump_all(&mut st, &mut out);
+            sh.pump_all(&mut st, &mut out, false);
             // The wake-up just drained was the provider thread's too (see `Shared::parked`):
             // arm the rings again on its behalf, and wake it if something slipped in before
             // the peers could see the flags.
