@@ -14,17 +14,7 @@
 //! | `READ_DATA` | target | `total`, `offset` | bytes |
 //!
 //! Targets process records strictly in order, so responses come back in the order the
-//! requester posted: every response completes the oldest outstanding request.
-//!
-//! Every record may also carry `acks`: that many successful `SEND_ACK`s, taken before the
-//! record itself. A send received while the application polls is acknowledged that way, on
-//! the next record the application posts (a ping-pong's reply), instead of by a record of
-//! its own: one cache line less to write into the line the peer spins on, and one record
-//! less for the peer to take. Acknowledgements are held back for one poll at most: the next
-//! `progress` call, a wait, a graceful close or the provider thread sends what is owed as one
-//! `SEND_ACK` carrying the rest.
-//!
-//! A send that
+//! requester posted: every response completes the oldest outstanding request. A send that
 //! finds no receive posted stays in the ring (back-pressure, nothing dropped) and holds back
 //! what follows it, as on a reliable-connected queue pair.
 //!
@@ -47,14 +37,14 @@ use crate::copy;
 use crate::ring::{Consumer, Incoming, Producer, Rec};
 use crate::sys::{self, RemoteIov};
 
-const SEND: u16 = 1;
-const WRITE: u16 = 2;
-const WRITE_CMA: u16 = 3;
-const READ: u16 = 4;
-const SEND_ACK: u16 = 5;
-const RDMA_ACK: u16 = 6;
-const READ_DATA: u16 = 7;
-const SEND_CMA: u16 = 8;
+const SEND: u32 = 1;
+const WRITE: u32 = 2;
+const WRITE_CMA: u32 = 3;
+const READ: u32 = 4;
+const SEND_ACK: u32 = 5;
+const RDMA_ACK: u32 = 6;
+const READ_DATA: u32 = 7;
+const SEND_CMA: u32 = 8;
 
 /// Upcalls collected under the lock (inline: no allocation per message).
 pub type Ups = smallvec::SmallVec<[Up; 8]>;
@@ -82,7 +72,7 @@ impl Up {
 
 /// A response queued for the requester.
 enum Resp {
-    Ack { kind: u16, status: DtoStatus },
+    Ack { kind: u32, status: DtoStatus },
     ReadData { seg: Segment, pos: u64 },
 }
 
@@ -118,12 +108,6 @@ pub struct DataPath {
     rx_write: Option<(Segment, u64, u64)>,
     /// The oldest incoming record is a send waiting for a receive.
     blocked: bool,
-    /// Successful send acknowledgements owed to the peer, not yet written (see the module
-    /// docs). Only ever owed while `resps` is empty: they precede any later response.
-    acks_owed: u32,
-    /// The acknowledgements carried by the record at the head of `rx` were taken (it may be
-    /// a send held back for want of a receive, looked at again later).
-    acks_taken: bool,
 }
 
 /// Outcome of processing that breaks the connection.
@@ -158,16 +142,13 @@ impl DataPath {
             rx_send: None,
             rx_write: None,
             blocked: false,
-            acks_owed: 0,
-            acks_taken: false,
         }
     }
 
-    /// Queues a request (send or RDMA) and pushes what fits (carrying the acknowledgements
-    /// owed).
+    /// Queues a request (send or RDMA) and pushes what fits.
     pub fn post(&mut self, wr: WorkRequest) {
         self.reqs.push_back(wr);
-        self.flush_tx(false);
+        self.flush_tx();
     }
 
     /// True if a pump could move something: a record waits (other than a send held back for
@@ -176,12 +157,6 @@ impl DataPath {
         (!self.blocked && matches!(self.rx.peek(), Ok(Some(_)) | Err(_)))
             || !self.resps.is_empty()
             || self.sent < self.reqs.len()
-            || self.acks_owed > 0
-    }
-
-    /// The oldest incoming record is a send held back for want of a receive.
-    pub fn held(&self) -> bool {
-        self.blocked
     }
 
     /// Requests posted and not yet completed.
@@ -191,18 +166,14 @@ impl DataPath {
 
     /// Processes incoming records, then pushes queued output. Returns whether anything moved,
     /// or [`Fatal`] when the connection must break (responses already queued are pushed).
-    /// `defer` (an application thread polling): acknowledgements of the sends received now
-    /// may wait for the next post or poll; those owed from before go now.
     pub fn pump(
         &mut self,
         ep: &mut EpView<'_>,
         mem: &RwLock<MemTable>,
         out: &mut Ups,
-        defer: bool,
     ) -> Result<bool, Fatal> {
-        let force = !defer || self.acks_owed > 0;
         let r = self.receive(ep, mem, out, true);
-        let moved = self.flush_tx(force);
+        let moved = self.flush_tx();
         r.map(|got| got || moved)
     }
 
@@ -250,8 +221,6 @@ impl DataPath {
         self.tx_pos = 0;
         self.resps.clear();
         self.rx_write = None;
-        self.acks_owed = 0;
-        self.acks_taken = false;
         keep
     }
 
@@ -274,15 +243,7 @@ impl DataPath {
                     return Err(Fatal);
                 }
             };
-            if inc.rec.acks > 0 && !self.acks_taken {
-                for _ in 0..inc.rec.acks {
-                    self.complete_front(true, DtoStatus::Success, ep, out)?;
-                }
-                self.acks_taken = true;
-                any = true;
-            }
             if !serve && matches!(inc.rec.kind, WRITE | WRITE_CMA | READ) {
-                self.acks_taken = false;
                 self.rx.release();
                 continue;
             }
@@ -294,7 +255,6 @@ impl DataPath {
                 }
                 true => {
                     any = true;
-                    self.acks_taken = false;
                     if self.rx.release() {
                         sys::signal(self.peer_efd.as_fd());
                     }
@@ -351,7 +311,7 @@ impl DataPath {
                             wr.completion(DtoStatus::Success, total as u32),
                         ));
                     }
-                    self.ack_send();
+                    self.ack(SEND_ACK, DtoStatus::Success);
                 }
                 Ok(true)
             }
@@ -391,11 +351,10 @@ impl DataPath {
                     0
                 };
                 out.push(Up::Done(ep.upcalls.clone(), wr.completion(status, n)));
+                self.ack(SEND_ACK, status);
                 if status != DtoStatus::Success {
-                    self.ack(SEND_ACK, status);
                     return Err(Fatal);
                 }
-                self.ack_send();
                 Ok(true)
             }
             WRITE => {
@@ -431,7 +390,7 @@ impl DataPath {
                 };
                 let seg = self.check(ep, mem, r, need)?;
                 if r.kind == READ && r.c == 0 {
-                    self.respond(Resp::ReadData { seg, pos: 0 });
+                    self.resps.push_back(Resp::ReadData { seg, pos: 0 });
                     return Ok(true);
                 }
                 let iovs = read_iovs(inc)?;
@@ -456,7 +415,34 @@ impl DataPath {
             }
             SEND_ACK | RDMA_ACK => {
                 let status = DtoStatus::from_raw(r.a as u32).unwrap_or(DtoStatus::BadResponse);
-                self.complete_front(r.kind == SEND_ACK, status, ep, out)?;
+                let want_send = r.kind == SEND_ACK;
+                // A refusal may come back for a message still being transmitted (the target
+                // checks the first fragment): its remaining fragments are abandoned.
+                let partial = self.sent == 0 && self.tx_pos > 0 && status != DtoStatus::Success;
+                let ok_front = (self.sent > 0 || partial)
+                    && self.reqs.front().is_some_and(|w| {
+                        (w.op == PostOp::Send) == want_send && !matches!(w.op, PostOp::Recv)
+                    });
+                if !ok_front {
+                    return Err(Fatal);
+                }
+                let Some(wr) = self.reqs.pop_front() else {
+                    return Err(Fatal);
+                };
+                if partial {
+                    self.tx_pos = 0;
+                } else {
+                    self.sent -= 1;
+                }
+                let n = if status == DtoStatus::Success {
+                    wr.len() as u32
+                } else {
+                    0
+                };
+                out.push(Up::Done(ep.upcalls.clone(), wr.completion(status, n)));
+                if status != DtoStatus::Success {
+                    return Err(Fatal);
+                }
                 Ok(true)
             }
             READ_DATA => {
@@ -486,45 +472,6 @@ impl DataPath {
             }
             _ => Err(Fatal),
         }
-    }
-
-    /// Completes the oldest outstanding request, which must be a send (`want_send`) or an
-    /// RDMA request, with the peer's `status`; a failure breaks the connection.
-    fn complete_front(
-        &mut self,
-        want_send: bool,
-        status: DtoStatus,
-        ep: &EpView<'_>,
-        out: &mut Ups,
-    ) -> Result<(), Fatal> {
-        // A refusal may come back for a message still being transmitted (the target checks
-        // the first fragment): its remaining fragments are abandoned.
-        let partial = self.sent == 0 && self.tx_pos > 0 && status != DtoStatus::Success;
-        let ok_front = (self.sent > 0 || partial)
-            && self.reqs.front().is_some_and(|w| {
-                (w.op == PostOp::Send) == want_send && !matches!(w.op, PostOp::Recv)
-            });
-        if !ok_front {
-            return Err(Fatal);
-        }
-        let Some(wr) = self.reqs.pop_front() else {
-            return Err(Fatal);
-        };
-        if partial {
-            self.tx_pos = 0;
-        } else {
-            self.sent -= 1;
-        }
-        let n = if status == DtoStatus::Success {
-            wr.len() as u32
-        } else {
-            0
-        };
-        out.push(Up::Done(ep.upcalls.clone(), wr.completion(status, n)));
-        if status != DtoStatus::Success {
-            return Err(Fatal);
-        }
-        Ok(())
     }
 
     /// Target-side protection check; on refusal queues `REMOTE_ACCESS` for the requester.
@@ -589,61 +536,16 @@ impl DataPath {
         Ok(DtoStatus::Success)
     }
 
-    fn ack(&mut self, kind: u16, status: DtoStatus) {
-        self.respond(Resp::Ack { kind, status });
+    fn ack(&mut self, kind: u32, status: DtoStatus) {
+        self.resps.push_back(Resp::Ack { kind, status });
     }
 
-    /// Acknowledges a send received in full: owed (written with the next record) while no
-    /// other response waits, else queued behind those.
-    fn ack_send(&mut self) {
-        if self.resps.is_empty() {
-            self.acks_owed += 1;
-        } else {
-            self.ack(SEND_ACK, DtoStatus::Success);
-        }
-    }
-
-    /// Queues a response behind the acknowledgements owed.
-    fn respond(&mut self, resp: Resp) {
-        for _ in 0..std::mem::take(&mut self.acks_owed) {
-            self.resps.push_back(Resp::Ack {
-                kind: SEND_ACK,
-                status: DtoStatus::Success,
-            });
-        }
-        self.resps.push_back(resp);
-    }
-
-    /// With `force`, writes the acknowledgements still owed as one `SEND_ACK` record.
-    /// Returns false if the ring is full.
-    fn push_owed(&mut self, force: bool, any: &mut bool) -> bool {
-        if !force || self.acks_owed == 0 {
-            return true;
-        }
-        let n = self.acks_owed.min(u32::from(u16::MAX) + 1);
-        let rec = Rec {
-            kind: SEND_ACK,
-            a: DtoStatus::Success as u64,
-            acks: (n - 1) as u16,
-            ..Rec::default()
-        };
-        if !self.tx.push(rec, |_, _| 0) {
-            return false;
-        }
-        self.acks_owed -= n;
-        *any = true;
-        true
-    }
-
-    /// Pushes queued responses, then queued requests (carrying the acknowledgements owed),
-    /// then, with `force`, the acknowledgements still owed, as far as the ring allows.
-    /// Returns whether anything was pushed.
-    pub fn flush_tx(&mut self, force: bool) -> bool {
+    /// Pushes queued responses, then queued requests, as far as the ring allows. Returns
+    /// whether anything was pushed.
+    pub fn flush_tx(&mut self) -> bool {
         let mut any = false;
         loop {
-            let blocked = !self.push_resps(&mut any)
-                || !self.push_reqs(&mut any)
-                || !self.push_owed(force, &mut any);
+            let blocked = !self.push_resps(&mut any) || !self.push_reqs(&mut any);
             if !blocked || !self.tx.set_starved() {
                 break;
             }
@@ -726,10 +628,8 @@ impl DataPath {
             let a = u64::from(a);
             if kind == WRITE_CMA || kind == READ || kind == SEND_CMA {
                 let iovs = iovs.unwrap_or_default();
-                let acks = self.acks_owed.min(u32::from(u16::MAX));
                 let rec = Rec {
                     kind,
-                    acks: acks as u16,
                     total,
                     a,
                     b,
@@ -740,14 +640,11 @@ impl DataPath {
                 if !pushed {
                     return false;
                 }
-                self.acks_owed -= acks;
             } else {
                 loop {
                     let at = self.tx_pos;
-                    let acks = self.acks_owed.min(u32::from(u16::MAX));
                     let rec = Rec {
                         kind,
-                        acks: acks as u16,
                         total,
                         offset: at,
                         a,
@@ -764,7 +661,6 @@ impl DataPath {
                     if !pushed {
                         return false;
                     }
-                    self.acks_owed -= acks;
                     *any = true;
                     self.tx_pos = (at + cap as u64).min(total);
                     if self.tx_pos == total {

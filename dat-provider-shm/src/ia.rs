@@ -295,9 +295,7 @@ impl Shared {
     }
 
     /// Moves data on every connected connection. Returns whether anything happened.
-    /// `defer`: an application thread polling (acknowledgements may wait for its next post
-    /// or poll, see `conn`).
-    fn pump_all(&self, st: &mut State, out: &mut Ups, defer: bool) -> bool {
+    fn pump_all(&self, st: &mut State, out: &mut Ups) -> bool {
         let mut any = false;
         let mut broken = Vec::new();
         for (id, c) in st.conns.iter_mut() {
@@ -317,7 +315,7 @@ impl Shared {
                 pz: ep.cfg.pz,
                 recvs,
             };
-            match d.pump(&mut view, &self.mem, out, defer) {
+            match d.pump(&mut view, &self.mem, out) {
                 Ok(moved) => any |= moved,
                 Err(_) => broken.push(*id),
             }
@@ -370,10 +368,6 @@ impl Shared {
             return;
         };
         if graceful && matches!(c.phase, Phase::Connected) {
-            // What the peer is owed goes before the close it will read after it.
-            if let Some(d) = c.data.as_mut() {
-                d.flush_tx(true);
-            }
             let _ = sys::send_packet(c.sock.as_fd(), &Packet::Close.encode(), &[]);
         }
         if let Phase::Pending { cr } = c.phase {
@@ -769,7 +763,7 @@ impl Shared {
             for (id, fact) in std::mem::take(&mut st.doomed) {
                 self.teardown(&mut st, id, Some(fact), false, &mut out);
             }
-            let worked = self.pump_all(&mut st, &mut out, false) || !out.is_empty();
+            let worked = self.pump_all(&mut st, &mut out) || !out.is_empty();
             let next = self.check_deadlines(&mut st, &mut out);
             let now = Instant::now();
             if self.polled.swap(false, Ordering::Relaxed) {

@@ -64,9 +64,7 @@ pub fn valid_geometry(slots: u32, slot_size: u32) -> bool {
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Rec {
     /// Record kind.
-    pub kind: u16,
-    /// Successful send acknowledgements carried ahead of this record (see `conn`).
-    pub acks: u16,
+    pub kind: u32,
     /// Payload bytes in this slot.
     pub len: u32,
     /// Total length of the message the record belongs to.

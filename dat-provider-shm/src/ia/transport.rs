@@ -392,9 +392,8 @@ impl Transport for ShmIa {
             }
             e.recvs.push_back(wr);
             if let Some((id, c)) = conn {
-                // A send held back for want of a receive can land now. (Nothing else: the
-                // acknowledgements owed wait for the reply the application posts next.)
-                if let Some(d) = c.data.as_mut().filter(|d| d.held()) {
+                // A send held back for want of a receive can land now.
+                if let Some(d) = c.data.as_mut() {
                     let recvs = match e.cfg.srq.and_then(|s| st_ref.srqs.get_mut(&s)) {
                         Some(q) => q,
                         None => &mut e.recvs,
@@ -404,7 +403,7 @@ impl Transport for ShmIa {
                         pz: e.cfg.pz,
                         recvs,
                     };
-                    let r = d.pump(&mut view, &sh.mem, &mut out, true);
+                    let r = d.pump(&mut view, &sh.mem, &mut out);
                     if r.is_err() {
                         sh.teardown(&mut st, id, Some(CmFact::Broken), false, &mut out);
                     } else if c.closing.is_some() {
@@ -444,7 +443,7 @@ impl Transport for ShmIa {
             .push_back(wr);
         // Sends held back on any endpoint of this SRQ may land now.
         let mut out = Ups::new();
-        sh.pump_all(&mut st, &mut out, false);
+        sh.pump_all(&mut st, &mut out);
         sh.finish(st, out);
         Ok(())
     }
@@ -472,7 +471,7 @@ impl Transport for ShmIa {
             return false;
         };
         let mut out = Ups::new();
-        let any = sh.pump_all(&mut st, &mut out, true);
+        let any = sh.pump_all(&mut st, &mut out);
         sh.finish(st, out);
         any
     }
@@ -497,7 +496,7 @@ impl Transport for ShmIa {
         }
         let mut out = Ups::new();
         let mut st = sh.enter();
-        let mut ready = sh.pump_all(&mut st, &mut out, false) || !out.is_empty();
+        let mut ready = sh.pump_all(&mut st, &mut out) || !out.is_empty();
         if !ready {
             for c in st.conns.values_mut() {
                 if let (Phase::Connected, Some(d)) = (&c.phase, c.data.as_mut()) {
@@ -523,7 +522,7 @@ impl Transport for ShmIa {
                     consumed = true;
                 }
             }
-            sh.pump_all(&mut st, &mut out, false);
+            sh.pump_all(&mut st, &mut out);
             // The wake-up just drained was the provider thread's too (see `Shared::parked`):
             // arm the rings again on its behalf, and wake it if something slipped in before
             // the peers could see the flags.
