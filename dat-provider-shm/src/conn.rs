@@ -114,6 +114,10 @@ pub struct DataPath {
 #[derive(Debug, PartialEq, Eq)]
 pub struct Fatal;
 
+/// A cross-memory copy found the peer process gone.
+#[derive(Debug, PartialEq, Eq)]
+struct PeerGone;
+
 impl DataPath {
     /// A data path over the two ring ends.
     pub fn new(
@@ -332,7 +336,15 @@ impl DataPath {
                 }
                 let mut local = copy::iovs(&wr.segs);
                 truncate(&mut local, r.total);
-                let status = self.cma(local, &iovs, r.total, false);
+                let status = match self.cma(local, &iovs, r.total, false) {
+                    Ok(status) => status,
+                    Err(PeerGone) => {
+                        // The sender died before we could copy: the message never arrived
+                        // and its receive stays posted (the breakage flushes it in order).
+                        ep.recvs.push_front(wr);
+                        return Err(Fatal);
+                    }
+                };
                 let n = if status == DtoStatus::Success {
                     r.total as u32
                 } else {
@@ -392,7 +404,9 @@ impl DataPath {
                     addr: p as u64,
                     len: len as u64,
                 }];
-                let status = self.cma(local, &iovs, r.total, r.kind == READ);
+                let status = self
+                    .cma(local, &iovs, r.total, r.kind == READ)
+                    .unwrap_or(DtoStatus::Transport);
                 self.ack(RDMA_ACK, status);
                 if status != DtoStatus::Success {
                     return Err(Fatal);
@@ -484,13 +498,15 @@ impl DataPath {
     /// The single copy of a cross-memory transfer, done by the target: `total` bytes between
     /// `local` (ranges of this process: a checked target region or a posted receive) and the
     /// peer's `remote` ranges, into the peer's memory when `into_peer`.
+    /// [`PeerGone`] when the peer process has exited (`ESRCH`): its connection is about to
+    /// report the hang-up.
     fn cma(
         &self,
         mut local: Vec<RemoteIov>,
         remote: &[RemoteIov],
         total: u64,
         into_peer: bool,
-    ) -> DtoStatus {
+    ) -> Result<DtoStatus, PeerGone> {
         let mut rest = remote.to_vec();
         let mut done = 0u64;
         while done < total {
@@ -505,9 +521,10 @@ impl DataPath {
                 }
             };
             match r {
+                Err(e) if e.raw_os_error() == Some(libc::ESRCH) => return Err(PeerGone),
                 Ok(0) | Err(_) => {
                     tracing::warn!(pid = self.peer_pid, "shm: cross-memory attach failed");
-                    return DtoStatus::Transport;
+                    return Ok(DtoStatus::Transport);
                 }
                 Ok(n) => {
                     done += n as u64;
@@ -516,7 +533,7 @@ impl DataPath {
                 }
             }
         }
-        DtoStatus::Success
+        Ok(DtoStatus::Success)
     }
 
     fn ack(&mut self, kind: u32, status: DtoStatus) {

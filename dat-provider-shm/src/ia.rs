@@ -52,9 +52,7 @@ pub struct Params {
     /// Accept peers of other user ids.
     pub allow_other_users: bool,
     /// Let a waiting application thread sleep on the rings' own wake-ups
-    /// (`Transport::block`) instead of the facade's condition variable. Off by default: a
-    /// lost wake-up remains on this path (a send from a provider-created EP sometimes never
-    /// reports its completion to a waiter sleeping here).
+    /// (`Transport::block`) instead of the facade's condition variable (the default).
     pub wait_in_provider: bool,
 }
 
@@ -161,6 +159,13 @@ pub(crate) struct Shared {
     /// 1 while an application thread sleeps in `Transport::block` (one at a time): the
     /// provider thread then lets the peers wake it (it does not count it as polling).
     blocked: AtomicU32,
+    /// The provider thread armed the rings and sleeps until a peer wakes it (written under
+    /// the state lock). A peer's wake-up is one token per arming (it clears the ring's
+    /// flag) and both the provider thread and a thread in `Transport::block` watch the same
+    /// eventfd: whichever drains it has consumed the other's wake-up too. A thread in
+    /// `block` that drained one therefore arms the rings again while this is set, or the
+    /// provider thread would sleep through the next message (a lost wake-up).
+    parked: AtomicBool,
     stop: AtomicBool,
     /// Set by every `progress` call (one relaxed store: no clock read on the polling path),
     /// cleared by the provider thread.
@@ -226,6 +231,7 @@ impl ShmIa {
             app_epoll,
             app_wake,
             blocked: AtomicU32::new(0),
+            parked: AtomicBool::new(false),
             stop: AtomicBool::new(false),
             polled: AtomicBool::new(false),
             probe: Box::new(wire::PROBE_VALUE),
@@ -735,6 +741,7 @@ impl Shared {
                 return;
             }
             let mut st = self.enter();
+            self.parked.store(false, Ordering::Relaxed);
             for t in tokens.drain(..) {
                 match (t & !TOK_MASK, t & TOK_MASK) {
                     (TOK_WAKE, _) => sys::drain(self.wake.as_fd()),
@@ -786,6 +793,10 @@ impl Shared {
                 let ms = n.saturating_duration_since(now).as_millis() as i32 + 1;
                 timeout = if timeout < 0 { ms } else { timeout.min(ms) };
             }
+            // Armed above (neither polling for an active application nor spinning): the
+            // next message reaches this thread only through a peer's wake-up.
+            self.parked
+                .store(timeout != 0 && !app_active && !spinning, Ordering::Relaxed);
             self.finish(st, std::mem::take(&mut out));
             // `close` sets `stop`, then pokes: a poke that came before this pass drained the
             // wake-up token is gone, so look again before sleeping (a later poke wakes us).

@@ -45,10 +45,10 @@
 //! |-----|------|---------|---------|
 //! | `dir` | string | `$XDG_RUNTIME_DIR/datrs-shm`, else `/tmp/datrs-shm-<uid>` | rendezvous directory |
 //! | `ring_slots` | integer | 64 | slots per ring direction (power of two, 2..=65536) |
-//! | `slot_size` | integer | 8192 | bytes per slot incl. a 64-byte header (multiple of 64, 256..=1 MiB) |
+//! | `slot_size` | integer | 8192 | bytes per slot incl. a 56-byte header (multiple of 64, 256..=1 MiB) |
 //! | `rdma` | `"auto"` / `"copy"` | `"auto"` | allow cross-memory attach, or always copy through the ring |
 //! | `allow_other_users` | bool | false | accept requesters of other user ids (then `dir` is used as set up by the administrator, not forced to 0700; cross-memory attach across users needs `CAP_SYS_PTRACE`, else the ring copy is used) |
-//! | `wait_in_provider` | bool | false | experimental: a waiting thread sleeps on the rings' wake-ups (one wake-up instead of two); a lost wake-up is still known on this path |
+//! | `wait_in_provider` | bool | true | a waiting thread sleeps on the rings' wake-ups (`Transport::block`: one wake-up instead of two, the provider thread's and the facade's); `false` sleeps on the facade's condition variable |
 //!
 //! Qualifiers are host-wide (like TCP ports): an IA address is always `127.0.0.1:0`, and any
 //! loopback address reaches every shm IA of the user.
@@ -97,7 +97,7 @@ fn parse(req: &OpenRequest<'_>) -> Result<Params, OpenError> {
         slot_size: 8192,
         cma: true,
         allow_other_users: false,
-        wait_in_provider: false,
+        wait_in_provider: true,
     };
     for (k, v) in req.params {
         match (k.as_str(), v) {

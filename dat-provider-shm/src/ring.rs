@@ -7,13 +7,19 @@
 //! 4352   ring 1 control (acceptor -> requester)                  (256 bytes)
 //! 8192   ring 0 slots, then ring 1 slots
 //! ```
-//! A ring control block holds four words on separate cache lines: `tail` (written by the
-//! producer), `head` (written by the consumer), `sleeping` (the consumer asks to be woken
-//! through its eventfd) and `starved` (the producer waits for free slots).
+//! A ring control block holds three words on separate cache lines: `head` (written by the
+//! consumer), `sleeping` (the consumer asks to be woken through its eventfd) and `starved`
+//! (the producer waits for free slots). (The first line, once the producer's `tail`, is
+//! unused since version 2.)
 //!
-//! A slot is a 64-byte [`Rec`] header followed by up to `slot_size - 64` payload bytes.
-//! Messages larger than that are carried in consecutive slots; the slots rotate through the
-//! whole ring, so the reader never pulls lines the writer touched last.
+//! A slot is a 48-byte [`Rec`] header, the record's 8-byte sequence number, then up to
+//! `slot_size - 56` payload bytes. The producer publishes a record by storing its sequence
+//! number (its index + 1) last, with release ordering; the consumer polls the sequence number
+//! of the slot it expects next. A small record (up to 8 payload bytes: acknowledgements,
+//! 8-byte messages) is thus one cache line that the reader pulls once, instead of a tail
+//! index, a header and a payload line. Messages larger than a slot are carried in
+//! consecutive slots; the slots rotate through the whole ring, so the reader never pulls
+//! lines the writer touched last.
 //!
 //! The peer writes the segment at any time and may be hostile or dead: headers are copied out
 //! and checked before use, payload is only ever copied with raw pointers, and indices are
@@ -27,13 +33,17 @@ use crate::sys::Mapping;
 
 /// Identifies a datrs shm segment.
 pub const MAGIC: u64 = 0x6461_7472_735f_7368; // "datrs_sh"
-/// Layout version.
-pub const VERSION: u64 = 1;
+/// Layout version (2: sequence numbers in the slots, payload after them).
+pub const VERSION: u64 = 2;
 const HDR: usize = 4096;
 const CTL: usize = 256;
 const SLOTS_AT: usize = 8192;
-/// Bytes of the record header at the start of every slot.
-pub const REC_HDR: usize = 64;
+/// Bytes of the record header (the [`Rec`] and its sequence number) at the start of every
+/// slot.
+pub const REC_HDR: usize = 56;
+/// Offset of the sequence number in a slot.
+const SEQ_AT: usize = 48;
+const _: () = assert!(std::mem::size_of::<Rec>() == SEQ_AT && SEQ_AT + 8 == REC_HDR);
 
 /// Size of a segment with `slots` slots of `slot_size` bytes per ring.
 pub fn segment_len(slots: u32, slot_size: u32) -> usize {
@@ -150,6 +160,14 @@ impl Segment {
         HDR + ring * CTL
     }
 
+    /// The sequence number of the slot that holds record `index`.
+    fn seq(&self, ring: usize, index: u64) -> &AtomicU64 {
+        // SAFETY: `SEQ_AT + 8 <= REC_HDR <= slot_size`, inside the slot (see `slot_ptr`);
+        // slots start at multiples of 64 from a page-aligned mapping, so the word is
+        // 8-aligned; both processes only access it atomically.
+        unsafe { &*self.slot_ptr(ring, index).add(SEQ_AT).cast::<AtomicU64>() }
+    }
+
     fn slot_ptr(&self, ring: usize, index: u64) -> *mut u8 {
         let i = (index & u64::from(self.slots - 1)) as usize;
         let at = SLOTS_AT + (ring * self.slots as usize + i) * self.slot_size as usize;
@@ -174,7 +192,6 @@ pub struct Consumer {
     seg: Arc<Segment>,
     ring: usize,
     head: u64,
-    tail_cache: u64,
 }
 
 /// Both ends of a connection's rings as seen from one side.
@@ -183,14 +200,13 @@ pub fn ends(seg: &Arc<Segment>, requester: bool) -> (Producer, Consumer) {
     let p = Producer {
         seg: seg.clone(),
         ring: tx,
-        tail: seg.word(seg.ctl(tx)).load(Ordering::Acquire),
+        tail: 0,
         head_cache: 0,
     };
     let c = Consumer {
         seg: seg.clone(),
         ring: rx,
-        head: seg.word(seg.ctl(rx) + 64).load(Ordering::Acquire),
-        tail_cache: 0,
+        head: 0,
     };
     (p, c)
 }
@@ -224,16 +240,19 @@ impl Producer {
         let slot = self.seg.slot_ptr(self.ring, self.tail);
         let cap = self.payload_cap();
         // SAFETY: the slot is `slot_size` bytes inside the mapping; the payload area starts
-        // after the 64-byte header and holds `cap` bytes.
+        // after the `REC_HDR`-byte header and holds `cap` bytes.
         let payload = unsafe { slot.add(REC_HDR) };
         let n = fill(payload, cap).min(cap);
         rec.len = n as u32;
-        // SAFETY: the header area of the slot holds `size_of::<Rec>() <= 64` bytes; unaligned
-        // write because the peer might map at any offset (it cannot, but it costs nothing).
+        // SAFETY: the header area of the slot holds `size_of::<Rec>() == SEQ_AT` bytes;
+        // unaligned write because the peer might map at any offset (it cannot, but it costs
+        // nothing).
         unsafe { std::ptr::write_unaligned(slot.cast::<Rec>(), rec) };
+        let index = self.tail;
         self.tail = self.tail.wrapping_add(1);
+        // Publishes the header and payload written above.
         self.seg
-            .word(self.seg.ctl(self.ring))
+            .seq(self.ring, index)
             .store(self.tail, Ordering::Release);
         true
     }
@@ -276,23 +295,19 @@ impl Consumer {
         self.seg.slots
     }
 
+    /// True if the record at `head` is published (its slot carries its sequence number; a
+    /// producer that writes anything else there only stalls its own connection).
+    fn published(&self) -> bool {
+        self.seg.seq(self.ring, self.head).load(Ordering::Acquire) == self.head.wrapping_add(1)
+    }
+
     /// The oldest unreleased record, if any.
     ///
     /// # Errors
-    /// [`Corrupt`] if the producer's index runs ahead by more than the ring or a record's
-    /// length does not fit its slot.
+    /// [`Corrupt`] if a record's length does not fit its slot.
     pub fn peek(&mut self) -> Result<Option<Incoming>, Corrupt> {
-        if self.head == self.tail_cache {
-            self.tail_cache = self
-                .seg
-                .word(self.seg.ctl(self.ring))
-                .load(Ordering::Acquire);
-            if self.head == self.tail_cache {
-                return Ok(None);
-            }
-            if self.tail_cache.wrapping_sub(self.head) > u64::from(self.seg.slots) {
-                return Err(Corrupt);
-            }
+        if !self.published() {
+            return Ok(None);
         }
         let slot = self.seg.slot_ptr(self.ring, self.head);
         // SAFETY: the slot lies inside the mapping; the header is copied out unaligned.
@@ -324,7 +339,7 @@ impl Consumer {
         let ctl = self.seg.ctl(self.ring);
         self.seg.word(ctl + 128).store(1, Ordering::SeqCst);
         fence(Ordering::SeqCst);
-        self.seg.word(ctl).load(Ordering::Acquire) != self.head
+        self.published()
     }
 
     /// Withdraws the request to be woken.
@@ -362,7 +377,7 @@ mod tests {
                     ..Rec::default()
                 },
                 |p, cap| {
-                    assert_eq!(cap, 192);
+                    assert_eq!(cap, 200);
                     // SAFETY: `p` has `cap` writable bytes.
                     unsafe { p.write(i as u8) };
                     1

@@ -151,7 +151,10 @@ fn killed_requester_breaks_the_listeners_connection_and_the_listener_lives_on() 
     while seen < RECVS {
         let c = dto(&s.dto);
         assert_eq!(c.cookie, Cookie(seen));
-        assert!(matches!(c.status, DtoStatus::Success | DtoStatus::Flushed));
+        assert!(
+            matches!(c.status, DtoStatus::Success | DtoStatus::Flushed),
+            "{c:?}"
+        );
         seen += 1;
     }
     assert_eq!(mapped_segments(), 0);

@@ -165,6 +165,10 @@ pub(crate) struct Shared {
     last_progress: AtomicU64,
     /// Some endpoint has its `backlog` flag set.
     any_backlog: AtomicBool,
+    /// The driver has stepped back for a polling application (see the `handoff` module).
+    stepped_back: AtomicBool,
+    /// An application thread about to sleep asks the stepped-back driver to take over.
+    handback: AtomicBool,
 }
 
 /// Maps an I/O error of a connection to what the engine should hear.
@@ -205,6 +209,8 @@ impl Shared {
             stop: AtomicBool::new(false),
             last_progress: AtomicU64::new(0),
             any_backlog: AtomicBool::new(false),
+            stepped_back: AtomicBool::new(false),
+            handback: AtomicBool::new(false),
         });
         Ok((shared, poll))
     }
@@ -327,6 +333,10 @@ impl Shared {
         io.engine
             .set_ack_clock((mode != Pump::Serve).then_some(now));
         let mut any = false;
+        // A read that returned less than it asked for emptied the socket: another read in
+        // this pump would only cost a system call to hear `EAGAIN` (bytes that arrive later
+        // raise a new edge-triggered readiness, and the next poll reads them).
+        let mut drained = false;
         for _ in 0..PUMP_BUDGET {
             let mut moved = false;
             if io.connecting {
@@ -369,6 +379,7 @@ impl Shared {
             let room = io.rx_len < io.rx.len();
             if read
                 && room
+                && !drained
                 && !io.engine.is_parked()
                 && !io.connecting
                 && let Some(sock) = io.sock.as_mut()
@@ -381,10 +392,12 @@ impl Shared {
                 } else {
                     None
                 };
+                let asked = direct.map_or(io.rx.len() - io.rx_len, |(_, len)| len);
                 let got = match direct {
                     Some((ptr, len)) => vectored::read_direct(sock, ptr, len).map(|n| (n, true)),
                     None => sock.read(&mut io.rx[io.rx_len..]).map(|n| (n, false)),
                 };
+                drained = matches!(got, Ok((n, _)) if n > 0 && n < asked);
                 match got {
                     Ok((n, true)) if n > 0 => {
                         io.engine.rx_direct_done(now, n);
@@ -601,10 +614,16 @@ impl Shared {
     pub(crate) fn run(self: Arc<Shared>, mut poll: Poll) {
         let mut events = Events::with_capacity(256);
         let mut passive = false;
+        // While stepped back: how long until the next look at whether the application still
+        // polls (doubling from `CHECK` while it does: see the `handoff` module).
+        let mut check = handoff::CHECK;
         while !self.stop.load(Ordering::Acquire) {
             let mut timeout = self.next_timeout();
             if passive {
-                timeout = Some(timeout.map_or(handoff::CHECK, |t| t.min(handoff::CHECK)));
+                timeout = Some(timeout.map_or(check, |t| t.min(check)));
+                check = (check * 2).min(handoff::CHECK_MAX);
+            } else {
+                check = handoff::CHECK;
             }
             if let Err(e) = poll.poll(&mut events, timeout)
                 && e.kind() != ErrorKind::Interrupted
@@ -616,7 +635,9 @@ impl Shared {
                 break;
             }
             let now = Instant::now();
-            let polling = self.app_polling(now);
+            // A waiter going to sleep handed the sockets back: take them whatever the clock
+            // says (it polls once more on its way to sleep).
+            let polling = !self.handback.swap(false, Ordering::Relaxed) && self.app_polling(now);
             for ev in &events {
                 let entry = read(&self.entries).get(&ev.token()).cloned();
                 match entry {
@@ -624,6 +645,7 @@ impl Shared {
                     Some(Entry::Ep(ep)) if polling => {
                         self.step_back(&ep);
                         passive = true;
+                        self.stepped_back.store(true, Ordering::Relaxed);
                     }
                     Some(Entry::Ep(ep)) => {
                         self.with_io(&ep, |sh, io| sh.pump(io, now, Pump::Serve));
@@ -638,6 +660,7 @@ impl Shared {
                 }
             }
             if passive && !polling {
+                self.stepped_back.store(false, Ordering::Relaxed);
                 self.take_over(now);
                 passive = false;
             }

@@ -331,6 +331,13 @@ impl Transport for TcpIa {
         self.shared.progress()
     }
 
+    /// No sleep of its own: hands the sockets back to the driver thread (a waiter about to
+    /// sleep no longer polls them) and lets the facade sleep.
+    fn block(&self, _timeout: std::time::Duration) -> bool {
+        self.shared.app_sleeps();
+        false
+    }
+
     fn close(&self) {
         if self.closed.swap(true, Ordering::AcqRel) {
             return;

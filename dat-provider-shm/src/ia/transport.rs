@@ -511,6 +511,7 @@ impl Transport for ShmIa {
             let mut tokens = Vec::new();
             sh.app_epoll.wait(&mut tokens, ms);
             let mut st = sh.enter();
+            let mut consumed = false;
             for t in tokens {
                 if t == TOK_WAKE {
                     sys::drain(sh.app_wake.as_fd());
@@ -518,9 +519,24 @@ impl Transport for ShmIa {
                 {
                     // The pump below takes what it announced (on every connection).
                     sys::drain(d.my_efd.as_fd());
+                    consumed = true;
                 }
             }
             sh.pump_all(&mut st, &mut out);
+            // The wake-up just drained was the provider thread's too (see `Shared::parked`):
+            // arm the rings again on its behalf, and wake it if something slipped in before
+            // the peers could see the flags.
+            if consumed && sh.parked.load(Ordering::Relaxed) {
+                let mut missed = false;
+                for c in st.conns.values_mut() {
+                    if let (Phase::Connected, Some(d)) = (&c.phase, c.data.as_mut()) {
+                        missed |= d.arm();
+                    }
+                }
+                if missed {
+                    sh.poke();
+                }
+            }
             sh.finish(st, out);
         }
         sh.blocked.store(0, Ordering::Release);

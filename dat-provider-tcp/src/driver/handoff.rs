@@ -4,10 +4,13 @@
 //! loop), it reads and executes incoming frames itself. A driver thread woken for the same
 //! bytes would only cost a wake-up (tens of microseconds on these VMs) and contend for the
 //! endpoint's lock, so when the driver is woken while the application is polling it steps
-//! back: it takes the endpoint's socket out of the poller and only checks every
-//! [`CHECK`] whether the application still polls. When it stops (it went to sleep in the
-//! kernel, or does something else), the driver takes every socket back and executes what
-//! arrived meanwhile, so one-sided operations are always served.
+//! back: it takes the endpoint's socket out of the poller and only checks now and then
+//! whether the application still polls: after [`CHECK`], then at doubling intervals up to
+//! [`CHECK_MAX`] while it does (each look is a wake-up that takes a core from the polling
+//! threads). When the application stops, the driver takes every socket back and executes
+//! what arrived meanwhile, so one-sided operations are always served: at once when it goes
+//! to sleep in an EVD wait (the facade calls `Transport::block` first, see
+//! [`Shared::app_sleeps`]), within [`CHECK_MAX`] when it just stops calling.
 
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
@@ -16,8 +19,10 @@ use mio::Interest;
 
 use super::{EpConn, Pump, Shared, lock, read};
 
-/// How often a stepped-back driver checks that the application still polls.
+/// How soon a driver that just stepped back checks that the application still polls.
 pub(crate) const CHECK: Duration = Duration::from_micros(50);
+/// The longest interval between two such checks.
+pub(crate) const CHECK_MAX: Duration = Duration::from_micros(800);
 /// An application that called `progress` this recently is polling.
 const POLLING: Duration = Duration::from_micros(20);
 
@@ -26,6 +31,16 @@ impl Shared {
     pub(super) fn app_polling(&self, now: Instant) -> bool {
         let last = self.last_progress.load(Ordering::Relaxed);
         last != 0 && self.nanos(now).saturating_sub(last) < POLLING.as_nanos() as u64
+    }
+
+    /// An application thread is about to sleep (not polling any more): the driver takes the
+    /// sockets back now rather than at its next check.
+    pub(crate) fn app_sleeps(&self) {
+        self.last_progress.store(0, Ordering::Relaxed);
+        if self.stepped_back.load(Ordering::Relaxed) {
+            self.handback.store(true, Ordering::Relaxed);
+            let _ = self.waker.wake();
+        }
     }
 
     /// Takes the endpoint's socket out of the poller (unless it is still connecting). This
