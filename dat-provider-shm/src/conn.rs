@@ -359,9 +359,15 @@ impl DataPath {
                 if r.offset != *got || len > *total - *got {
                     return Err(Fatal);
                 }
-                // SAFETY: as for SEND; the target segment passed the protection check.
+                // SAFETY: as for SEND; the target segment passed the protection check. The
+                // final piece stores the write's last byte last.
                 unsafe {
-                    copy::scatter_raw(std::slice::from_ref(seg), *got, inc.payload, r.len as usize)
+                    let place = if *got + len == *total {
+                        copy::scatter_raw_ordered
+                    } else {
+                        copy::scatter_raw
+                    };
+                    place(std::slice::from_ref(seg), *got, inc.payload, r.len as usize)
                 };
                 *got += len;
                 if *got == *total {
@@ -443,8 +449,16 @@ impl DataPath {
                 {
                     return Err(Fatal);
                 }
-                // SAFETY: as for SEND; the sink is the read's local segments.
-                unsafe { copy::scatter_raw(&wr.segs, r.offset, inc.payload, r.len as usize) };
+                // SAFETY: as for SEND; the sink is the read's local segments. The final piece
+                // stores the read's last byte last.
+                unsafe {
+                    let place = if r.offset + len == r.total {
+                        copy::scatter_raw_ordered
+                    } else {
+                        copy::scatter_raw
+                    };
+                    place(&wr.segs, r.offset, inc.payload, r.len as usize)
+                };
                 if r.offset + len == r.total
                     && let Some(wr) = self.reqs.pop_front()
                 {
@@ -484,6 +498,16 @@ impl DataPath {
     /// The single copy of a cross-memory transfer, done by the target: `total` bytes between
     /// `local` (ranges of this process: a checked target region or a posted receive) and the
     /// peer's `remote` ranges, into the peer's memory when `into_peer`.
+    ///
+    /// The last byte is stored last (an RDMA write's at the target, an RDMA read's at the
+    /// requester), as InfiniBand places it: the last local byte gets an iovec of its own
+    /// ([`split_last_byte`]). The kernel (`process_vm_rw_core`) walks the remote ranges page
+    /// by page in order and, within each page, copies to or from the local iovecs in order,
+    /// one `copy_{to,from}_user` per iovec piece, so the last byte is copied by the last
+    /// copy, after every other byte. On x86 (stores become visible in program order; a fast
+    /// string copy is ordered as a whole against later stores) that is the order another
+    /// process sees, with no extra system call. Elsewhere the last byte is copied by a
+    /// second call after a fence.
     fn cma(
         &self,
         mut local: Vec<RemoteIov>,
@@ -491,20 +515,36 @@ impl DataPath {
         total: u64,
         into_peer: bool,
     ) -> DtoStatus {
+        const TSO: bool = cfg!(any(target_arch = "x86", target_arch = "x86_64"));
+        split_last_byte(&mut local);
         let mut rest = remote.to_vec();
         let mut done = 0u64;
         while done < total {
+            if !TSO && total - done == 1 {
+                std::sync::atomic::fence(std::sync::atomic::Ordering::SeqCst);
+            }
+            let held;
+            let (l, r) = if !TSO && done + 1 < total {
+                // Everything but the last byte first.
+                let (mut l, mut r) = (local.clone(), rest.clone());
+                truncate(&mut l, total - 1 - done);
+                truncate(&mut r, total - 1 - done);
+                held = (l, r);
+                (&held.0, &held.1)
+            } else {
+                (&local, &rest)
+            };
             // SAFETY: every local range lies in registered memory that this request keeps
             // alive (the checked target segment, or the receive's segments) and that no Rust
             // reference borrows; the kernel checks the peer's ranges.
-            let r = unsafe {
+            let n = unsafe {
                 if into_peer {
-                    sys::cma_writev(self.peer_pid, &local, &rest)
+                    sys::cma_writev(self.peer_pid, l, r)
                 } else {
-                    sys::cma_readv(self.peer_pid, &local, &rest)
+                    sys::cma_readv(self.peer_pid, l, r)
                 }
             };
-            match r {
+            match n {
                 Ok(0) | Err(_) => {
                     tracing::warn!(pid = self.peer_pid, "shm: cross-memory attach failed");
                     return DtoStatus::Transport;
@@ -688,6 +728,21 @@ fn read_iovs(inc: Incoming) -> Result<Vec<RemoteIov>, Fatal> {
         });
     }
     Ok(v)
+}
+
+/// Gives the last byte of an iov list an iovec of its own (see `DataPath::cma`).
+fn split_last_byte(iovs: &mut Vec<RemoteIov>) {
+    while iovs.last().is_some_and(|v| v.len == 0) {
+        iovs.pop();
+    }
+    if let Some(last) = iovs.last_mut().filter(|v| v.len > 1) {
+        last.len -= 1;
+        let tail = RemoteIov {
+            addr: last.addr + last.len,
+            len: 1,
+        };
+        iovs.push(tail);
+    }
 }
 
 /// Keeps the first `n` bytes of an iov list.
