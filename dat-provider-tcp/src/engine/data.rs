@@ -182,9 +182,11 @@ impl Engine {
                 self.terminate(CmFact::Disconnected);
                 Ok(Flow::Stop)
             }
-            Frame::ConnReq { .. } | Frame::Accept { .. } | Frame::Reject { .. } | Frame::Rtu => {
-                Err(WireError::Kind(f.kind() as u8))
-            }
+            Frame::ConnReq { .. }
+            | Frame::Accept { .. }
+            | Frame::Reject { .. }
+            | Frame::Rtu
+            | Frame::NoListener => Err(WireError::Kind(f.kind() as u8)),
         }
     }
 
