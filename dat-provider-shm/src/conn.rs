@@ -498,16 +498,6 @@ impl DataPath {
     /// The single copy of a cross-memory transfer, done by the target: `total` bytes between
     /// `local` (ranges of this process: a checked target region or a posted receive) and the
     /// peer's `remote` ranges, into the peer's memory when `into_peer`.
-    ///
-    /// The last byte is stored last (an RDMA write's at the target, an RDMA read's at the
-    /// requester), as InfiniBand places it: the last local byte gets an iovec of its own
-    /// ([`split_last_byte`]). The kernel (`process_vm_rw_core`) walks the remote ranges page
-    /// by page in order and, within each page, copies to or from the local iovecs in order,
-    /// one `copy_{to,from}_user` per iovec piece, so the last byte is copied by the last
-    /// copy, after every other byte. On x86 (stores become visible in program order; a fast
-    /// string copy is ordered as a whole against later stores) that is the order another
-    /// process sees, with no extra system call. Elsewhere the last byte is copied by a
-    /// second call after a fence.
     fn cma(
         &self,
         mut local: Vec<RemoteIov>,
@@ -515,36 +505,27 @@ impl DataPath {
         total: u64,
         into_peer: bool,
     ) -> DtoStatus {
-        const TSO: bool = cfg!(any(target_arch = "x86", target_arch = "x86_64"));
-        split_last_byte(&mut local);
         let mut rest = remote.to_vec();
         let mut done = 0u64;
+        let last_apart = split_last_byte(&mut local) && !STORES_IN_ORDER;
         while done < total {
-            if !TSO && total - done == 1 {
+            // The last byte lands last (see `split_last_byte`); on a weakly ordered CPU it
+            // is copied by a call of its own, after a fence.
+            let upto = local.len() - usize::from(last_apart && done + 1 < total);
+            if last_apart && done + 1 == total {
                 std::sync::atomic::fence(std::sync::atomic::Ordering::SeqCst);
             }
-            let held;
-            let (l, r) = if !TSO && done + 1 < total {
-                // Everything but the last byte first.
-                let (mut l, mut r) = (local.clone(), rest.clone());
-                truncate(&mut l, total - 1 - done);
-                truncate(&mut r, total - 1 - done);
-                held = (l, r);
-                (&held.0, &held.1)
-            } else {
-                (&local, &rest)
-            };
             // SAFETY: every local range lies in registered memory that this request keeps
             // alive (the checked target segment, or the receive's segments) and that no Rust
             // reference borrows; the kernel checks the peer's ranges.
-            let n = unsafe {
+            let r = unsafe {
                 if into_peer {
-                    sys::cma_writev(self.peer_pid, l, r)
+                    sys::cma_writev(self.peer_pid, &local[..upto], &rest)
                 } else {
-                    sys::cma_readv(self.peer_pid, l, r)
+                    sys::cma_readv(self.peer_pid, &local[..upto], &rest)
                 }
             };
-            match n {
+            match r {
                 Ok(0) | Err(_) => {
                     tracing::warn!(pid = self.peer_pid, "shm: cross-memory attach failed");
                     return DtoStatus::Transport;
@@ -730,8 +711,19 @@ fn read_iovs(inc: Incoming) -> Result<Vec<RemoteIov>, Fatal> {
     Ok(v)
 }
 
-/// Gives the last byte of an iov list an iovec of its own (see `DataPath::cma`).
-fn split_last_byte(iovs: &mut Vec<RemoteIov>) {
+/// True where stores become visible to other processors in program order (x86's TSO; a
+/// fast string copy is ordered as a whole against later stores).
+const STORES_IN_ORDER: bool = cfg!(any(target_arch = "x86", target_arch = "x86_64"));
+
+/// Gives the last byte of an iov list an iovec of its own, so that a cross-memory copy
+/// stores it last, as InfiniBand places an RDMA write's (at the target) or an RDMA read's (at
+/// the requester) last byte: consumers poll that byte, then read the rest. The kernel
+/// (`process_vm_rw_core`) walks the remote ranges page by page in order and, within each
+/// page, copies to or from the local iovecs in order, one `copy_{to,from}_user` per iovec
+/// piece; so the last byte is copied by the last copy, after every other byte, and with
+/// [`STORES_IN_ORDER`] that is the order another process sees, with no extra system call.
+/// Returns true if the list ends with such a one-byte iovec after other bytes.
+fn split_last_byte(iovs: &mut Vec<RemoteIov>) -> bool {
     while iovs.last().is_some_and(|v| v.len == 0) {
         iovs.pop();
     }
@@ -743,6 +735,7 @@ fn split_last_byte(iovs: &mut Vec<RemoteIov>) {
         };
         iovs.push(tail);
     }
+    iovs.len() > 1 && iovs.last().is_some_and(|v| v.len == 1)
 }
 
 /// Keeps the first `n` bytes of an iov list.
