@@ -239,6 +239,8 @@ for ia in rs-tcp rs-shm; do
         dt "$ia-F-$f" -T F -s $h -D "$ia" -f $f
     done
     dt "$ia-Q" -T Q -s $h -D "$ia"
+    # The server ends only when a client tells it to (dapltest -T Q), selected or not.
+    want "$ia-Q" || timeout "$T" dapltest -T Q -s $h -D "$ia" >"$work/$ia-quit.log" 2>&1
     wait "$spid"
     src=$?
     if [ $src -ne 0 ] || grep -q 'Test Failed' "$work/$ia-dapltest-server.log"; then
