@@ -371,9 +371,15 @@ impl DataPath {
                 if r.offset != *got || len > *total - *got {
                     return Err(Fatal);
                 }
-                // SAFETY: as for SEND; the target segment passed the protection check.
+                // SAFETY: as for SEND; the target segment passed the protection check. The
+                // final piece stores the write's last byte last.
                 unsafe {
-                    copy::scatter_raw(std::slice::from_ref(seg), *got, inc.payload, r.len as usize)
+                    let place = if *got + len == *total {
+                        copy::scatter_raw_ordered
+                    } else {
+                        copy::scatter_raw
+                    };
+                    place(std::slice::from_ref(seg), *got, inc.payload, r.len as usize)
                 };
                 *got += len;
                 if *got == *total {
@@ -457,8 +463,16 @@ impl DataPath {
                 {
                     return Err(Fatal);
                 }
-                // SAFETY: as for SEND; the sink is the read's local segments.
-                unsafe { copy::scatter_raw(&wr.segs, r.offset, inc.payload, r.len as usize) };
+                // SAFETY: as for SEND; the sink is the read's local segments. The final piece
+                // stores the read's last byte last.
+                unsafe {
+                    let place = if r.offset + len == r.total {
+                        copy::scatter_raw_ordered
+                    } else {
+                        copy::scatter_raw
+                    };
+                    place(&wr.segs, r.offset, inc.payload, r.len as usize)
+                };
                 if r.offset + len == r.total
                     && let Some(wr) = self.reqs.pop_front()
                 {
@@ -509,15 +523,22 @@ impl DataPath {
     ) -> Result<DtoStatus, PeerGone> {
         let mut rest = remote.to_vec();
         let mut done = 0u64;
+        let last_apart = split_last_byte(&mut local) && !STORES_IN_ORDER;
         while done < total {
+            // The last byte lands last (see `split_last_byte`); on a weakly ordered CPU it
+            // is copied by a call of its own, after a fence.
+            let upto = local.len() - usize::from(last_apart && done + 1 < total);
+            if last_apart && done + 1 == total {
+                std::sync::atomic::fence(std::sync::atomic::Ordering::SeqCst);
+            }
             // SAFETY: every local range lies in registered memory that this request keeps
             // alive (the checked target segment, or the receive's segments) and that no Rust
             // reference borrows; the kernel checks the peer's ranges.
             let r = unsafe {
                 if into_peer {
-                    sys::cma_writev(self.peer_pid, &local, &rest)
+                    sys::cma_writev(self.peer_pid, &local[..upto], &rest)
                 } else {
-                    sys::cma_readv(self.peer_pid, &local, &rest)
+                    sys::cma_readv(self.peer_pid, &local[..upto], &rest)
                 }
             };
             match r {
@@ -705,6 +726,33 @@ fn read_iovs(inc: Incoming) -> Result<Vec<RemoteIov>, Fatal> {
         });
     }
     Ok(v)
+}
+
+/// True where stores become visible to other processors in program order (x86's TSO; a
+/// fast string copy is ordered as a whole against later stores).
+const STORES_IN_ORDER: bool = cfg!(any(target_arch = "x86", target_arch = "x86_64"));
+
+/// Gives the last byte of an iov list an iovec of its own, so that a cross-memory copy
+/// stores it last, as InfiniBand places an RDMA write's (at the target) or an RDMA read's (at
+/// the requester) last byte: consumers poll that byte, then read the rest. The kernel
+/// (`process_vm_rw_core`) walks the remote ranges page by page in order and, within each
+/// page, copies to or from the local iovecs in order, one `copy_{to,from}_user` per iovec
+/// piece; so the last byte is copied by the last copy, after every other byte, and with
+/// [`STORES_IN_ORDER`] that is the order another process sees, with no extra system call.
+/// Returns true if the list ends with such a one-byte iovec after other bytes.
+fn split_last_byte(iovs: &mut Vec<RemoteIov>) -> bool {
+    while iovs.last().is_some_and(|v| v.len == 0) {
+        iovs.pop();
+    }
+    if let Some(last) = iovs.last_mut().filter(|v| v.len > 1) {
+        last.len -= 1;
+        let tail = RemoteIov {
+            addr: last.addr + last.len,
+            len: 1,
+        };
+        iovs.push(tail);
+    }
+    iovs.len() > 1 && iovs.last().is_some_and(|v| v.len == 1)
 }
 
 /// Keeps the first `n` bytes of an iov list.

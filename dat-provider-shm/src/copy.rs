@@ -71,6 +71,28 @@ pub unsafe fn scatter_raw(segs: &[Segment], pos: u64, src: *const u8, n: usize) 
     })
 }
 
+/// [`scatter_raw`] with the last byte stored last: every other byte, then a `Release`
+/// fence, then the last byte (`dat_core::mem::scatter_at_ordered`). The final piece of an
+/// RDMA write at its target, or of an RDMA read's data at the requester: InfiniBand places
+/// those bytes in order and consumers poll the last one.
+///
+/// # Safety
+/// As [`scatter_raw`].
+pub unsafe fn scatter_raw_ordered(segs: &[Segment], pos: u64, src: *const u8, n: usize) -> usize {
+    let Some(body) = n.checked_sub(1) else {
+        return 0;
+    };
+    // SAFETY: `src..src+body` is part of the caller's range.
+    let done = unsafe { scatter_raw(segs, pos, src, body) };
+    if done < body {
+        return done;
+    }
+    // SAFETY: `src + body` is the last byte of the caller's range, valid for reads; a
+    // volatile read because the peer may write the shared ring at any time.
+    let last = unsafe { std::ptr::read_volatile(src.add(body)) };
+    done + dat_core::mem::scatter_at_ordered(segs, pos + body as u64, &[last])
+}
+
 /// The addresses of `segs` in this process, for a peer's cross-memory attach.
 pub fn iovs(segs: &[Segment]) -> Vec<RemoteIov> {
     segs.iter()
@@ -128,6 +150,17 @@ mod tests {
         assert_eq!(&v[10..14], &[0xAA; 4]);
         assert_eq!(v[14], 14);
         assert_eq!(iovs(&segs).len(), 3);
+        // The ordered variant places the same bytes (its last one after a fence).
+        let src = [0x55u8; 7];
+        // SAFETY: `src` is a distinct local of 7 bytes.
+        let n = unsafe { scatter_raw_ordered(&segs, 6, src.as_ptr(), 7) };
+        assert_eq!(n, 7);
+        let v = b.to_vec();
+        assert_eq!(&v[12..16], &[0x55; 4]);
+        assert_eq!(&v[28..31], &[0x55; 3]);
+        assert_eq!(v[31], 31);
+        // SAFETY: as above.
+        assert_eq!(unsafe { scatter_raw_ordered(&segs, 0, src.as_ptr(), 0) }, 0);
         // A hand-made segment outside its buffer is never touched.
         let bad = [seg(&b, 30, 8)];
         // SAFETY: as above.

@@ -25,7 +25,9 @@
 //!   attach the target copies once between its region and the requester's buffers
 //!   (`process_vm_readv`/`writev`); otherwise the bytes travel through the ring. The mode is
 //!   detected at IA open and per connection, and reported as the provider-specific attribute
-//!   [`RDMA_MODE_ATTR`] (`"cma"` or `"copy"`).
+//!   [`RDMA_MODE_ATTR`] (`"cma"` or `"copy"`). In both modes the last byte of an RDMA
+//!   write (at the target) and of an RDMA read (at the requester) is stored last, as
+//!   InfiniBand places it: consumers poll that byte, then read the rest (`dtest -D -a`).
 //! * **Peer death**: the kernel closes a dead process's socket; the survivor sees the hang-up
 //!   at once, takes in the messages and responses the peer had already published (not its
 //!   RDMA requests), reports `Broken`, flushes, unmaps the segment and sweeps the rendezvous

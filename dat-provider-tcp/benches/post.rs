@@ -51,10 +51,11 @@ fn engine_pair(c: &mut Criterion) {
         pz: Some(PzId(1)),
         srq: None,
         rnr_timeout: std::time::Duration::from_secs(1),
+        connect_retry: std::time::Duration::ZERO,
     };
     let (mut a, mut b) = (Engine::new(cfg.clone()), Engine::new(cfg));
-    a.connect(1, &[], None);
     let now = Instant::now();
+    a.connect(now, 1, &[], None);
     let pipe = |from: &mut Engine, to: &mut Engine| {
         let out = from.poll_transmit().to_vec();
         from.advance_transmit(out.len());

@@ -28,6 +28,7 @@ use socket2::{Domain, Protocol, Socket, TcpKeepalive, Type};
 use crate::engine::{Engine, Event, IncomingRequest, SharedSrq, TransportError};
 use crate::params::TcpParams;
 
+mod active;
 mod handoff;
 mod passive;
 mod vectored;
@@ -74,6 +75,8 @@ pub(crate) struct Io {
     pub(crate) sock: Option<TcpStream>,
     /// An active TCP connect has not completed yet.
     pub(crate) connecting: bool,
+    /// Where an active connect goes (kept for its retries).
+    pub(crate) peer: Option<SocketAddr>,
     rx: Vec<u8>,
     rx_len: usize,
     /// The socket is registered with the poller (see the `handoff` module).
@@ -120,12 +123,16 @@ pub(crate) struct Pending {
     rx: Mutex<Vec<u8>>,
     upcalls: Arc<dyn SpUpcalls>,
     peer: SocketAddr,
+    /// The qualifier of the service point that accepted the socket.
+    qual: u64,
     /// The request once read (the consumer's accept needs the requester's RNR timeout).
     pub(crate) request: Mutex<Option<IncomingRequest>>,
 }
 
 struct Listener {
     sp: SpId,
+    /// The service point's qualifier (several fold onto one port: requests must match).
+    qual: u64,
     sock: Mutex<TcpListener>,
     upcalls: Arc<dyn SpUpcalls>,
 }
@@ -234,6 +241,7 @@ impl Shared {
                 engine,
                 sock: None,
                 connecting: false,
+                peer: None,
                 rx: Vec::new(),
                 rx_len: 0,
                 registered: false,
@@ -340,7 +348,7 @@ impl Shared {
         for _ in 0..PUMP_BUDGET {
             let mut moved = false;
             if io.connecting {
-                match self.check_connected(io) {
+                match self.check_connected(io, now) {
                     Some(true) => io.connecting = false,
                     Some(false) => return any,
                     None => moved = true,
@@ -451,7 +459,7 @@ impl Shared {
 
     /// An active connect: `Some(true)` when connected, `Some(false)` still in progress,
     /// `None` when it failed (the engine was told).
-    fn check_connected(&self, io: &mut Io) -> Option<bool> {
+    fn check_connected(&self, io: &mut Io, now: Instant) -> Option<bool> {
         let Some(sock) = io.sock.as_ref() else {
             io.connecting = false;
             return Some(false);
@@ -470,7 +478,7 @@ impl Shared {
             },
         };
         tracing::debug!(error = %err, "connect failed");
-        io.engine.handle_transport_error(transport_error(&err));
+        io.engine.handle_connect_error(now, transport_error(&err));
         io.connecting = false;
         if let Some(mut s) = io.sock.take() {
             let _ = self.registry.deregister(&mut s);
@@ -707,6 +715,12 @@ impl Shared {
         for ep in due {
             self.with_io(&ep, |sh, io| {
                 io.engine.handle_timeout(now);
+                if io.engine.take_reconnect()
+                    && let Err(e) = sh.open_active(&ep, io, now)
+                {
+                    tracing::warn!(error = %e, "no socket for a connect retry");
+                    io.engine.handle_transport_error(TransportError::Lost);
+                }
                 sh.pump(io, now, Pump::Serve);
             });
         }

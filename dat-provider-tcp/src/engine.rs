@@ -8,6 +8,13 @@
 //! # Protocol
 //! * Active side: [`Engine::connect`] queues a `ConnReq`; an `Accept` gives
 //!   `Established { private_data }` and queues `Rtu`; a `Reject` gives `PeerRejected`.
+//! * Nobody listening (the TCP connect refused, [`Engine::connect_refused`], or the
+//!   listener's `NoListener`: no service point has the request's qualifier) is retried,
+//!   as InfiniBand's CM retries a request, after a short backoff ([`RETRY_FIRST`] doubling
+//!   up to [`RETRY_MAX`]) until the endpoint's retry window
+//!   ([`EngineConfig::connect_retry`]) has passed; then `NonPeerRejected`. The consumer's
+//!   connect timeout, if it comes first, still gives `TimedOut`. The driver opens a new
+//!   socket when [`Engine::take_reconnect`] says so.
 //! * Passive side: the driver reads the `ConnReq` of a new socket with [`parse_request`];
 //!   [`Engine::accept`] queues `Accept`; the `Rtu` gives `Established`.
 //! * Requests (send, RDMA write, RDMA read) get message sequence numbers (MSN) from 1. The
@@ -43,6 +50,7 @@ use dat_core::types::{DtoStatus, PzId};
 
 use crate::wire::{Decoded, Frame, WireError};
 
+mod active;
 mod data;
 mod txq;
 
@@ -87,7 +95,15 @@ pub struct EngineConfig {
     /// How long our sends may wait at the peer for a receive (sent to the peer, which
     /// enforces it).
     pub rnr_timeout: Duration,
+    /// How long after [`Engine::connect`] a connect that finds nobody listening is retried
+    /// (zero: never).
+    pub connect_retry: Duration,
 }
+
+/// First backoff before a refused connect is retried.
+pub const RETRY_FIRST: Duration = Duration::from_millis(10);
+/// Longest backoff between retries of a refused connect.
+pub const RETRY_MAX: Duration = Duration::from_millis(100);
 
 /// A connection request read from a new passive socket.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -134,12 +150,23 @@ pub fn encode_reject(private_data: &[u8], out: &mut Vec<u8>) {
     Frame::Reject { private_data }.emit(0, out);
 }
 
+/// Encodes the answer to a request for a qualifier that no service point on the port has
+/// (another qualifier folded onto the same TCP port; see [`crate::params`]).
+pub fn encode_no_listener(out: &mut Vec<u8>) {
+    Frame::NoListener.emit(0, out);
+}
+
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum State {
     /// No connection (new, reset, rejected, timed out).
     Idle,
     /// Active: `ConnReq` queued or sent, waiting for the answer.
     Connecting { deadline: Option<Instant> },
+    /// Active: nobody was listening; a new attempt starts at `at` (no socket meanwhile).
+    Retrying {
+        deadline: Option<Instant>,
+        at: Instant,
+    },
     /// Passive: `Accept` queued or sent, waiting for `Rtu`.
     Accepting,
     /// Data flows.
@@ -253,6 +280,13 @@ pub struct Engine {
     /// Graceful disconnect in progress: the connection closes once every request is
     /// acknowledged, or at this deadline (then abruptly).
     drain_deadline: Option<Instant>,
+    /// The active side's request (qualifier, private data), queued again on each retry.
+    conn_req: Option<(u64, Box<[u8]>)>,
+    /// Until when a refused connect is retried, and the next backoff.
+    retry_until: Option<Instant>,
+    retry_backoff: Duration,
+    /// A retry is due: the driver must open a new socket ([`Engine::take_reconnect`]).
+    reconnect: bool,
 }
 
 impl Engine {
@@ -282,6 +316,10 @@ impl Engine {
             ack_due: None,
             ack_clock: None,
             drain_deadline: None,
+            conn_req: None,
+            retry_until: None,
+            retry_backoff: RETRY_FIRST,
+            reconnect: false,
         }
     }
 
@@ -300,11 +338,11 @@ impl Engine {
         self.cfg.srq = srq;
     }
 
-    /// True while a connection is being set up or is up.
+    /// True while a connection is being set up (or retried) or is up.
     pub fn is_active(&self) -> bool {
         matches!(
             self.state,
-            State::Connecting { .. } | State::Accepting | State::Connected
+            State::Connecting { .. } | State::Retrying { .. } | State::Accepting | State::Connected
         )
     }
 
@@ -313,10 +351,14 @@ impl Engine {
         self.state == State::Connected
     }
 
-    /// True when the engine has no connection any more (or never had one): the driver
-    /// closes the socket once [`Engine::poll_transmit`] is empty.
+    /// True when the engine has no connection any more (or never had one, or waits to
+    /// retry a refused connect): the driver closes the socket once
+    /// [`Engine::poll_transmit`] is empty.
     pub fn is_closed(&self) -> bool {
-        matches!(self.state, State::Idle | State::Closed)
+        matches!(
+            self.state,
+            State::Idle | State::Closed | State::Retrying { .. }
+        )
     }
 
     /// True while an incoming send waits for a receive (the driver stops reading).
@@ -337,19 +379,6 @@ impl Engine {
         self.events = events;
         self.txq = txq;
         self.zero_copy = zero_copy;
-    }
-
-    /// Starts an active connection: queues the request. `deadline` is the consumer's
-    /// timeout (`None`: infinite).
-    pub fn connect(&mut self, qual: u64, private_data: &[u8], deadline: Option<Instant>) {
-        self.state = State::Connecting { deadline };
-        let rnr_timeout_ms = duration_ms(self.cfg.rnr_timeout);
-        Frame::ConnReq {
-            rnr_timeout_ms,
-            qual,
-            private_data,
-        }
-        .emit(0, &mut self.txq.buf);
     }
 
     /// Accepts a request read with [`parse_request`] on this engine's endpoint: queues the
@@ -527,6 +556,10 @@ impl Engine {
                 }));
                 Flow::Next
             }
+            (State::Connecting { .. }, Frame::NoListener) => {
+                self.connect_refused(now);
+                Flow::Stop
+            }
             (State::Connecting { .. }, Frame::Reject { private_data }) => {
                 self.state = State::Idle;
                 self.drop_tx();
@@ -609,18 +642,14 @@ impl Engine {
                 self.drop_tx();
                 self.terminate(CmFact::Broken);
             }
-            (State::Idle | State::Closed, _) => self.drop_tx(),
+            (State::Idle | State::Closed | State::Retrying { .. }, _) => self.drop_tx(),
         }
     }
 
     /// Fires the deadlines that `now` has reached: the consumer's connect timeout
     /// (`TimedOut`) and the receiver-not-ready timeout of a waiting incoming send.
     pub fn handle_timeout(&mut self, now: Instant) {
-        if let State::Connecting { deadline: Some(d) } = self.state
-            && now >= d
-        {
-            self.fail_connect(CmFact::TimedOut);
-        }
+        self.connect_timeout(now);
         if let (Some(d), Some(msn)) = (self.rnr_deadline, self.parked_msn)
             && now >= d
             && self.state == State::Connected
@@ -644,6 +673,7 @@ impl Engine {
     pub fn poll_timeout(&self) -> Option<Instant> {
         let connect = match self.state {
             State::Connecting { deadline } => deadline,
+            State::Retrying { deadline, at } => Some(deadline.map_or(at, |d| d.min(at))),
             _ => None,
         };
         let connected = self.state == State::Connected;
@@ -704,6 +734,7 @@ impl Engine {
 
     fn fail_connect(&mut self, fact: CmFact) {
         self.state = State::Idle;
+        self.reconnect = false;
         self.drop_tx();
         self.events.push_back(Event::Cm(fact));
     }

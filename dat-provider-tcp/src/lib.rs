@@ -9,7 +9,17 @@
 //! * [`engine`]: the sans-IO protocol engine of one connection, tested with a virtual clock.
 //! * `driver`: the only code doing I/O (mio + socket2) and the per-IA driver thread.
 //! * [`params`]: the registry `params` and how connection qualifiers map to TCP ports
-//!   (qualifier `q` is TCP port `port_base + q`; `port_base` defaults to 0).
+//!   (qualifier `q` is TCP port `port_base + q`; `port_base` defaults to 0; qualifiers
+//!   beyond the port space fold onto ports from 1024 up, and the connection request carries
+//!   the whole qualifier, so a listener refuses requests meant for another qualifier).
+//!
+//! # Connecting
+//! A connect that finds nobody listening (the TCP connect refused, or a listener serving
+//! another qualifier on that port) is retried for `connect_retry_ms` (default 500 ms; backoff
+//! 10 ms doubling to 100 ms), as InfiniBand's CM retries a request: a client may connect a
+//! moment before its server creates the PSP (`dtest` does). Then `NON_PEER_REJECTED`; a
+//! shorter consumer timeout still ends it with `TIMED_OUT`. The retry timer is an engine
+//! deadline like the others; the driver opens the new socket.
 //!
 //! # Threads and progress
 //! Each IA has one driver thread. It sleeps in `epoll_wait` until a socket, a deadline (a
@@ -28,7 +38,10 @@
 //! `DAT_DTO_ERR_RECEIVER_NOT_READY`; a receive too small is `DAT_DTO_ERR_LOCAL_LENGTH` (the
 //! requester gets `DAT_DTO_ERR_REMOTE_RESPONDER`); an incoming RDMA is checked against the
 //! memory table (rkey, protection zone, bounds, privileges) before any byte moves, else
-//! `DAT_DTO_ERR_REMOTE_ACCESS` at the requester; each of these breaks both sides. A lost peer
+//! `DAT_DTO_ERR_REMOTE_ACCESS` at the requester; each of these breaks both sides. The last
+//! byte of an RDMA write (at the target) and of an RDMA read (at the requester) is stored
+//! last, after a `Release` fence, as InfiniBand places it: consumers poll that byte and then
+//! read the rest (`dtest -D -a`). A lost peer
 //! or a malformed frame breaks that connection only. After the terminal fact everything
 //! outstanding is flushed, requests first, then receives, each in posting order.
 //!

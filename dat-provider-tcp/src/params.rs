@@ -6,6 +6,7 @@
 //! | `port_base` | integer 0..=65535 | `0` | TCP port of connection qualifier 0 (see below) |
 //! | `rnr_timeout_ms` | integer | `5000` | how long a send of ours may wait at the peer for a receive before `DAT_DTO_ERR_RECEIVER_NOT_READY` |
 //! | `connect_timeout_ms` | integer | `0` | upper bound on connection establishment when the consumer's timeout is infinite (0: none) |
+//! | `connect_retry_ms` | integer | `500` | how long a connect that finds nobody listening is retried (backoff 10 ms doubling to 100 ms) before `NON_PEER_REJECTED`, as InfiniBand's CM retries a request; a shorter consumer timeout still ends it with `TIMED_OUT` (0: no retry) |
 //! | `nodelay` | bool | `true` | `TCP_NODELAY` |
 //! | `send_buffer` / `recv_buffer` | integer bytes | `0` | `SO_SNDBUF` / `SO_RCVBUF` (0: kernel autotuning) |
 //! | `keepalive_idle_s` / `keepalive_interval_s` / `keepalive_count` | integers | `10` / `2` / `3` | TCP keepalive: a silent dead peer breaks the connection in about idle + interval × count seconds (0 idle: off) |
@@ -13,12 +14,21 @@
 //! | `max_eps` | integer | `65536` | endpoints per IA (advertised in `max_eps`) |
 //!
 //! # Connection qualifiers and TCP ports
-//! A qualifier `q` maps to TCP port `port_base + q` on the IA's address: with the default
-//! `port_base = 0` the qualifier *is* the port (the stock test programs' qualifiers 45248..
-//! and 62000..62999 are ports 45248.. and 62000..62999; keep `port_base` so that no
-//! qualifier in use lands on port 15828, which those programs use for their own socket).
-//! A qualifier whose port would exceed 65535 cannot be listened on
-//! (`DAT_CONN_QUAL_UNAVAILABLE`) and a connect to it is refused (`NON_PEER_REJECTED`).
+//! A qualifier `q` maps to TCP port `port_base + q` on the IA's address when that is a port
+//! (1..=65535): with the default `port_base = 0` the qualifier *is* the port (the stock test
+//! programs' qualifiers 45248.. and 62000..62999 are ports 45248.. and 62000..62999; keep
+//! `port_base` so that no qualifier in use lands on port 15828, which those programs use
+//! for their own socket).
+//!
+//! Any other qualifier (`port_base + q` of 0 or above 65535, such as dapltest's
+//! `0xaffab1e + n`) is folded into the ports from `lo = max(port_base, 1024)` up:
+//! port `lo + q mod (65536 - lo)` ([`TcpParams::port_of`]). Both sides compute the same
+//! port. Folding can put two qualifiers on one port, so the connection request carries the
+//! full 64-bit qualifier and the listener answers a request for a qualifier it does not
+//! serve as if nobody listened (`NON_PEER_REJECTED` after the retry window); two service
+//! points of one address whose qualifiers share a port cannot both exist (the second gets
+//! `DAT_CONN_QUAL_IN_USE`).
+//!
 //! The IA address (`ia_address`) is `address:port_base`; a connect to a remote IA address
 //! with a non-zero port uses that port as the remote's `port_base`, with port 0 our own.
 //! `dat_psp_create_any` takes a port the kernel picks and reports `port - port_base`.
@@ -40,6 +50,8 @@ pub struct TcpParams {
     pub rnr_timeout: Duration,
     /// Cap on establishment when the consumer waits forever.
     pub connect_timeout: Option<Duration>,
+    /// How long a connect that finds nobody listening is retried.
+    pub connect_retry: Duration,
     /// `TCP_NODELAY`.
     pub nodelay: bool,
     /// `SO_SNDBUF` (None: kernel default).
@@ -65,6 +77,7 @@ impl Default for TcpParams {
             port_base: 0,
             rnr_timeout: Duration::from_millis(5000),
             connect_timeout: None,
+            connect_retry: Duration::from_millis(500),
             nodelay: true,
             send_buffer: None,
             recv_buffer: None,
@@ -83,6 +96,7 @@ pub const KEYS: &[&str] = &[
     "port_base",
     "rnr_timeout_ms",
     "connect_timeout_ms",
+    "connect_retry_ms",
     "nodelay",
     "send_buffer",
     "recv_buffer",
@@ -140,6 +154,7 @@ impl TcpParams {
                     let ms = int(3_600_000)?;
                     p.connect_timeout = (ms > 0).then(|| Duration::from_millis(ms));
                 }
+                "connect_retry_ms" => p.connect_retry = Duration::from_millis(int(600_000)?),
                 "nodelay" => {
                     p.nodelay = value.as_bool().ok_or_else(|| {
                         bad(key, format!("expected true or false, found {value}"))
@@ -173,12 +188,18 @@ impl TcpParams {
         Ok(p)
     }
 
-    /// The TCP port of qualifier `qual` with port base `base`, if it is a valid port.
-    pub fn port_of(base: u16, qual: u64) -> Option<u16> {
-        u64::from(base)
+    /// The TCP port of qualifier `qual` with port base `base`: `base + qual` if that is a
+    /// port (1..=65535), else `qual` folded into the ports from `lo = max(base, 1024)` up,
+    /// `lo + qual mod (65536 - lo)` (see the module documentation).
+    pub fn port_of(base: u16, qual: u64) -> u16 {
+        let direct = u64::from(base)
             .checked_add(qual)
             .and_then(|p| u16::try_from(p).ok())
-            .filter(|&p| p != 0)
+            .filter(|&p| p != 0);
+        direct.unwrap_or_else(|| {
+            let lo = u64::from(base.max(1024));
+            u16::try_from(lo + qual % (65_536 - lo)).unwrap_or(u16::MAX)
+        })
     }
 }
 
@@ -203,6 +224,7 @@ mod tests {
 port_base = 20000
 rnr_timeout_ms = 100
 connect_timeout_ms = 2500
+connect_retry_ms = 0
 nodelay = false
 send_buffer = 1048576
 recv_buffer = 65536
@@ -217,6 +239,7 @@ max_eps = 10"#,
         assert_eq!(p.port_base, 20000);
         assert_eq!(p.rnr_timeout, Duration::from_millis(100));
         assert_eq!(p.connect_timeout, Some(Duration::from_millis(2500)));
+        assert_eq!(p.connect_retry, Duration::ZERO);
         assert!(!p.nodelay);
         assert_eq!((p.send_buffer, p.recv_buffer), (Some(1 << 20), Some(65536)));
         assert_eq!(p.keepalive_idle, None);
@@ -252,12 +275,36 @@ max_eps = 10"#,
 
     #[test]
     fn qualifiers_map_to_ports() {
-        assert_eq!(TcpParams::port_of(0, 45248), Some(45248));
-        assert_eq!(TcpParams::port_of(0, 62999), Some(62999));
-        assert_eq!(TcpParams::port_of(20000, 5), Some(20005));
-        assert_eq!(TcpParams::port_of(0, 65536), None);
-        assert_eq!(TcpParams::port_of(1, 65535), None);
-        assert_eq!(TcpParams::port_of(0, 0), None);
-        assert_eq!(TcpParams::port_of(0, u64::MAX), None);
+        assert_eq!(TcpParams::port_of(0, 45248), 45248);
+        assert_eq!(TcpParams::port_of(0, 62999), 62999);
+        assert_eq!(TcpParams::port_of(0, 5), 5);
+        assert_eq!(TcpParams::port_of(20000, 5), 20005);
+        assert_eq!(TcpParams::port_of(0, 65535), 65535);
+    }
+
+    #[test]
+    fn qualifiers_beyond_the_port_space_fold_from_1024_or_port_base_up() {
+        // Base 0: ports 1024..=65535, 64512 of them.
+        assert_eq!(TcpParams::port_of(0, 65536), 1024 + 1024);
+        assert_eq!(TcpParams::port_of(0, 0), 1024);
+        // dapltest limit_psp: 0xaffab1e = 184527646 = 2860 * 64512 + 23326.
+        assert_eq!(TcpParams::port_of(0, 0xaffab1e), 1024 + 23326);
+        assert_eq!(TcpParams::port_of(0, 0xaffab1e + 1), 1024 + 23327);
+        assert_eq!(TcpParams::port_of(0, u64::MAX), 1024 + 1023);
+        // Qualifiers one span apart share a port.
+        assert_eq!(
+            TcpParams::port_of(0, 0xaffab1e),
+            TcpParams::port_of(0, 0xaffab1e + 64512)
+        );
+        // Base 20000: ports 20000..=65535.
+        assert_eq!(TcpParams::port_of(20000, 45536), 20000);
+        assert_eq!(TcpParams::port_of(20000, 45537), 20001);
+        assert_eq!(TcpParams::port_of(1, 65535), 1024 + 65535 % 64512);
+        assert_eq!(TcpParams::port_of(65535, 1), 65535);
+        for q in [0, 1, 65_535, 65_536, 1 << 40, u64::MAX] {
+            for base in [0, 1, 1023, 1024, 30_000, 65_535] {
+                assert_ne!(TcpParams::port_of(base, q), 0);
+            }
+        }
     }
 }

@@ -15,10 +15,9 @@ use dat_core::provider::{
 use dat_core::types::{
     CloseFlags, ConnQual, CrId, EpId, IaAttr, ProviderAttr, SpId, SrqId, Timeout,
 };
-use mio::net::TcpStream;
 
 use crate::driver::{Pump, Shared, lock, read, write};
-use crate::engine::{Engine, EngineConfig, SharedSrq, TransportError};
+use crate::engine::{Engine, EngineConfig, SharedSrq};
 use crate::params::TcpParams;
 use crate::wire::MAX_PRIVATE_DATA;
 
@@ -47,9 +46,15 @@ impl TcpIa {
         srq.and_then(|s| read(&self.shared.srqs).get(&s).cloned())
     }
 
-    fn listen_port(&self, sp: SpId, port: u16, upcalls: &Arc<dyn SpUpcalls>) -> DatResult<u16> {
+    fn listen_port(
+        &self,
+        sp: SpId,
+        port: u16,
+        qual: Option<u64>,
+        upcalls: &Arc<dyn SpUpcalls>,
+    ) -> DatResult<u16> {
         self.shared
-            .listen(sp, port, upcalls.clone())
+            .listen(sp, port, qual, upcalls.clone())
             .map_err(|e| match e.raw_os_error() {
                 Some(libc::EADDRINUSE) => {
                     DatError::new(ErrorType::ConnQualInUse, Subtype::NoSubtype)
@@ -87,6 +92,7 @@ impl Transport for TcpIa {
             pz: cfg.pz,
             srq: self.srq(cfg.srq),
             rnr_timeout: self.params().rnr_timeout,
+            connect_retry: self.params().connect_retry,
         });
         engine.set_zero_copy(true);
         self.shared.add_ep(ep, engine, upcalls, cfg.srq);
@@ -160,53 +166,15 @@ impl Transport for TcpIa {
         } else {
             self.params().port_base
         };
+        let port = TcpParams::port_of(base, qual.0);
         self.shared.with_io(&conn, |sh, io| {
-            io.engine.connect(qual.0, private_data, deadline);
-            let Some(port) = TcpParams::port_of(base, qual.0) else {
-                io.engine.handle_transport_error(TransportError::Refused);
-                return Ok(());
-            };
-            let addr = SocketAddr::new(remote.ip(), port);
-            let fail = |io: &mut crate::driver::Io, e: &std::io::Error| {
-                tracing::debug!(%addr, error = %e, "connect failed at once");
-                let kind = match e.raw_os_error() {
-                    Some(libc::ECONNREFUSED) => TransportError::Refused,
-                    Some(libc::ENETUNREACH | libc::EHOSTUNREACH | libc::EADDRNOTAVAIL) => {
-                        TransportError::Unreachable
-                    }
-                    Some(libc::EACCES | libc::EPERM | libc::EINVAL) => TransportError::Unreachable,
-                    _ => TransportError::Lost,
-                };
-                io.engine.handle_transport_error(kind);
-            };
-            let sock = match sh.socket(&addr, false) {
-                Ok(s) => s,
-                Err(e) => {
-                    io.engine.reset();
-                    tracing::warn!(error = %e, "socket");
-                    return Err(DatError::resources(Subtype::NoSubtype));
-                }
-            };
-            if let Err(e) = sock.bind(&SocketAddr::new(local, 0).into()) {
-                fail(io, &e);
-                return Ok(());
-            }
-            match sock.connect(&addr.into()) {
-                Ok(()) => {}
-                Err(e) if e.raw_os_error() == Some(libc::EINPROGRESS) => {}
-                Err(e) => {
-                    fail(io, &e);
-                    return Ok(());
-                }
-            }
-            let mut stream = TcpStream::from_std(sock.into());
-            if let Err(e) = sh.register_ep_socket(&conn, &mut stream) {
-                fail(io, &e);
-                return Ok(());
-            }
-            io.attach(stream, true, &[]);
-            sh.pump(io, now, Pump::Post);
-            Ok(())
+            io.engine.connect(now, qual.0, private_data, deadline);
+            io.peer = Some(SocketAddr::new(remote.ip(), port));
+            sh.open_active(&conn, io, now).map_err(|e| {
+                io.engine.reset();
+                tracing::warn!(error = %e, "socket");
+                DatError::resources(Subtype::NoSubtype)
+            })
         })
     }
 
@@ -219,13 +187,13 @@ impl Transport for TcpIa {
         let base = self.params().port_base;
         match qual {
             Some(q) => {
-                let port = TcpParams::port_of(base, q.0).ok_or_else(qual_unavailable)?;
-                self.listen_port(sp, port, &upcalls)?;
+                let port = TcpParams::port_of(base, q.0);
+                self.listen_port(sp, port, Some(q.0), &upcalls)?;
                 Ok(q)
             }
             None => {
                 for _ in 0..64 {
-                    let port = self.listen_port(sp, 0, &upcalls)?;
+                    let port = self.listen_port(sp, 0, None, &upcalls)?;
                     if port > base {
                         return Ok(ConnQual(u64::from(port - base)));
                     }

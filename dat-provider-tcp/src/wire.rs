@@ -74,6 +74,10 @@ pub enum Kind {
     Nak = 11,
     /// Keepalive: no effect beyond the header's `ack`.
     Keepalive = 12,
+    /// The answer to a connection request whose qualifier no service point on that TCP port
+    /// has (qualifiers beyond the port space fold onto ports, see [`crate::params`]): as if
+    /// nobody listened.
+    NoListener = 13,
 }
 
 impl Kind {
@@ -81,7 +85,7 @@ impl Kind {
         use Kind::*;
         [
             ConnReq, Accept, Reject, Rtu, Disconnect, Send, RdmaWrite, ReadReq, ReadResp, Ack, Nak,
-            Keepalive,
+            Keepalive, NoListener,
         ]
         .get(usize::from(v).wrapping_sub(1))
         .copied()
@@ -209,6 +213,8 @@ pub enum Frame<'a> {
     },
     /// Keepalive.
     Keepalive,
+    /// No service point has the requested qualifier.
+    NoListener,
 }
 
 /// The start of a data frame whose payload is still arriving (see [`Frame::parse_partial`]).
@@ -251,7 +257,7 @@ fn body_shape(kind: Kind) -> (usize, usize) {
         Kind::ConnReq => (16, MAX_PRIVATE_DATA),
         Kind::Accept => (4, MAX_PRIVATE_DATA),
         Kind::Reject => (0, MAX_PRIVATE_DATA),
-        Kind::Rtu | Kind::Disconnect | Kind::Ack | Kind::Keepalive => (0, 0),
+        Kind::Rtu | Kind::Disconnect | Kind::Ack | Kind::Keepalive | Kind::NoListener => (0, 0),
         Kind::Send | Kind::ReadResp => (8, MAX_CHUNK),
         Kind::RdmaWrite => (20, MAX_CHUNK),
         Kind::ReadReq => (20, 0),
@@ -362,6 +368,7 @@ impl<'a> Frame<'a> {
             Kind::Disconnect => Frame::Disconnect,
             Kind::Ack => Frame::Ack,
             Kind::Keepalive => Frame::Keepalive,
+            Kind::NoListener => Frame::NoListener,
             Kind::Send => Frame::Send {
                 msn: f(0)?,
                 total: f(4)?,
@@ -438,6 +445,7 @@ impl<'a> Frame<'a> {
             Frame::Ack => Kind::Ack,
             Frame::Nak { .. } => Kind::Nak,
             Frame::Keepalive => Kind::Keepalive,
+            Frame::NoListener => Kind::NoListener,
         }
     }
 

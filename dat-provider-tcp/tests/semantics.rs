@@ -113,16 +113,7 @@ fn dup_connect_reaches_the_same_service_point() {
     a.connect(&b, sp.conn_qual(), b"first");
     b.next_cr().accept(Some(&b.ep), b"").unwrap();
     assert_eq!(a.conn_event().0, EventNumber::Established);
-    let ep2 =
-        a.ia.create_ep(&EpParams {
-            pz: Some(&a.pz),
-            recv_evd: Some(&a.dto),
-            request_evd: Some(&a.dto),
-            connect_evd: Some(&a.conn),
-            srq: None,
-            attr: None,
-        })
-        .unwrap();
+    let ep2 = a.another_ep();
     ep2.dup_connect(&a.ep, wait_t(), b"dup", Qos::BestEffort)
         .unwrap();
     let cr = b.next_cr();

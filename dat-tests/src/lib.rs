@@ -93,6 +93,7 @@ macro_rules! conformance_suite {
             cm::psp_provider_accept,
             cm::cr_handoff,
             cm::psp_any_connectable,
+            cm::psp_large_qualifier,
             cm::passive_side_disconnects,
             cm::reconnect_after_reset,
             cm::dup_connect,

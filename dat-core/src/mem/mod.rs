@@ -17,6 +17,6 @@ pub mod table;
 pub use buffer::{Buffer, OUT_OF_RANGE};
 pub use segment::{
     SegList, Segment, check_length, copy_segments, gather, gather_at, scatter, scatter_at,
-    total_len,
+    scatter_at_ordered, total_len,
 };
 pub use table::{MemTable, Region};

@@ -67,6 +67,16 @@ impl Segment {
         self.buf.write_at(at, src)
     }
 
+    /// [`Segment::copy_from`] with the last byte of `src` stored last (see
+    /// [`Buffer::write_at_ordered`]): the final piece of an incoming RDMA write.
+    ///
+    /// # Errors
+    /// As [`Segment::copy_from`].
+    pub fn copy_from_ordered(&self, off: usize, src: &[u8]) -> DatResult<()> {
+        let at = self.range(off, src.len())?;
+        self.buf.write_at_ordered(at, src)
+    }
+
     /// Copies `dst.len()` bytes out of the segment starting `off` bytes into it (a send or an
     /// RDMA read source being transmitted).
     ///
@@ -159,6 +169,26 @@ pub fn scatter_at(segs: &[Segment], pos: u64, src: &[u8]) -> usize {
         src.get(done..done + n)
             .is_some_and(|s| seg.copy_from(seg_off, s).is_ok())
     })
+}
+
+/// [`scatter_at`] with the last byte written stored last: every other byte, then a
+/// `Release` fence, then the last byte (see [`Buffer::write_at_ordered`]). For the final
+/// piece of an RDMA read response landing in the requester's segments.
+pub fn scatter_at_ordered(segs: &[Segment], pos: u64, src: &[u8]) -> usize {
+    let Some((&last, body)) = src.split_last() else {
+        return 0;
+    };
+    let n = scatter_at(segs, pos, body);
+    if n < body.len() {
+        return n;
+    }
+    let Some((i, off)) = locate(segs, pos.saturating_add(n as u64)) else {
+        return n;
+    };
+    match segs.get(i).map(|s| s.copy_from_ordered(off, &[last])) {
+        Some(Ok(())) => n + 1,
+        _ => n,
+    }
 }
 
 /// Concatenates `segs` into `dst` (send / RDMA write source). Returns the bytes copied:
@@ -413,5 +443,24 @@ mod tests {
         let e = check_length(&segs, 9).unwrap_err();
         assert_eq!(e.to_raw(), 0x8008_0000);
         assert_eq!(check_length(&[], 0), Ok(0));
+    }
+
+    #[test]
+    fn ordered_scatter_places_the_same_bytes_as_scatter() {
+        let b = Arc::new(Buffer::from_vec(vec![0; 16]));
+        let segs = [seg(&b, 0, 3), seg(&b, 5, 0), seg(&b, 8, 4)];
+        assert_eq!(scatter_at_ordered(&segs, 1, &[1, 2, 3, 4]), 4);
+        assert_eq!(b.to_vec()[..12], [0, 1, 2, 0, 0, 0, 0, 0, 3, 4, 0, 0]);
+        // The last byte alone in a later segment; beyond the end only what fits.
+        assert_eq!(scatter_at_ordered(&segs, 6, &[7]), 1);
+        assert_eq!(b.to_vec()[11], 7);
+        assert_eq!(scatter_at_ordered(&segs, 5, &[8, 9, 10]), 2);
+        assert_eq!(b.to_vec()[10..12], [8, 9]);
+        assert_eq!(scatter_at_ordered(&segs, 7, &[5]), 0);
+        assert_eq!(scatter_at_ordered(&segs, 0, &[]), 0);
+        let s = seg(&b, 12, 4);
+        s.copy_from_ordered(1, &[6, 6]).unwrap();
+        assert_eq!(b.to_vec()[12..], [0, 6, 6, 0]);
+        assert!(s.copy_from_ordered(3, &[1, 1]).is_err());
     }
 }

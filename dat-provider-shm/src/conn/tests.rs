@@ -28,6 +28,25 @@ fn target() -> (DataPath, ring::Producer) {
     (d, peer_tx)
 }
 
+/// The last byte of a cross-memory transfer gets an iovec of its own, so the kernel copies
+/// it last (see `DataPath::cma`); the ranges still cover the same bytes.
+#[test]
+fn the_last_byte_of_a_cma_transfer_gets_its_own_iovec() {
+    let iov = |addr, len| RemoteIov { addr, len };
+    let mut v = vec![iov(100, 8), iov(500, 4), iov(900, 0)];
+    assert!(split_last_byte(&mut v));
+    assert_eq!(v, vec![iov(100, 8), iov(500, 3), iov(503, 1)]);
+    let mut two = vec![iov(100, 8), iov(300, 1)];
+    assert!(split_last_byte(&mut two));
+    assert_eq!(two, vec![iov(100, 8), iov(300, 1)]);
+    let mut one = vec![iov(7, 1)];
+    assert!(!split_last_byte(&mut one), "a single byte is simply last");
+    assert_eq!(one, vec![iov(7, 1)]);
+    let mut none: Vec<RemoteIov> = vec![iov(7, 0)];
+    assert!(!split_last_byte(&mut none));
+    assert!(none.is_empty());
+}
+
 #[test]
 fn hostile_records_break_the_connection_without_panicking() {
     let bad = [

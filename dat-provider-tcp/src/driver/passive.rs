@@ -48,11 +48,13 @@ impl Shared {
         }
     }
 
-    /// Starts listening on `port` of the IA's address.
+    /// Starts listening on `port` of the IA's address for requests to qualifier `qual`
+    /// (`None`: the qualifier of the port the kernel binds, `psp_create_any`).
     pub(crate) fn listen(
         &self,
         sp: SpId,
         port: u16,
+        qual: Option<u64>,
         upcalls: Arc<dyn SpUpcalls>,
     ) -> std::io::Result<u16> {
         let addr = SocketAddr::new(self.params.address, port);
@@ -64,8 +66,10 @@ impl Shared {
         let token = self.token();
         self.registry
             .register(&mut sock, token, Interest::READABLE)?;
+        let qual = qual.unwrap_or_else(|| u64::from(bound.saturating_sub(self.params.port_base)));
         let l = Arc::new(Listener {
             sp,
+            qual,
             sock: Mutex::new(sock),
             upcalls,
         });
@@ -111,6 +115,7 @@ impl Shared {
                         rx: Mutex::new(Vec::new()),
                         upcalls: l.upcalls.clone(),
                         peer,
+                        qual: l.qual,
                         request: Mutex::new(None),
                     });
                     write(&self.entries).insert(token, Entry::Pending(p.clone()));
@@ -158,8 +163,13 @@ impl Shared {
         }
         let mut req = lock(&p.request);
         let mut offer = None;
+        let mut other_qual = false;
         if req.is_none() && !gone {
             match parse_request(&rx) {
+                Ok(Some((r, _))) if r.qual != p.qual => {
+                    tracing::debug!(peer = %p.peer, want = r.qual, have = p.qual, "request for another qualifier on this port");
+                    other_qual = true;
+                }
                 Ok(Some((r, used))) => {
                     rx.drain(..used);
                     *req = Some(r.clone());
@@ -173,6 +183,18 @@ impl Shared {
             }
         }
         drop((req, rx));
+        if other_qual {
+            // As if nobody listened: the requester retries, then reports NON_PEER_REJECTED.
+            drop(sock_g);
+            write(&self.entries).remove(&p.token);
+            if let Some(mut sock) = lock(&p.sock).take() {
+                let mut out = Vec::new();
+                crate::engine::encode_no_listener(&mut out);
+                let _ = sock.write_all(&out);
+                self.linger(sock);
+            }
+            return;
+        }
         if gone {
             if let Some(mut s) = sock_g.take() {
                 let _ = self.registry.deregister(&mut s);

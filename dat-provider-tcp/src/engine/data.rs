@@ -3,7 +3,7 @@
 
 use std::time::Instant;
 
-use dat_core::mem::{Segment, gather_at, scatter_at};
+use dat_core::mem::{Segment, gather_at, scatter_at, scatter_at_ordered};
 use dat_core::provider::{CmFact, PostOp, WorkRequest};
 use dat_core::types::{CompletionFlags, DtoStatus, MemPriv};
 
@@ -38,6 +38,27 @@ fn push_segments(txq: &mut TxQueue, segs: &[Segment], mut pos: u64, n: usize) {
         tracing::error!(left, "segments shorter than the message");
         let at = txq.buf.len();
         txq.buf.resize(at + left, 0);
+    }
+}
+
+/// Places bytes of an incoming RDMA write at offset `off` of its target `seg`; the piece
+/// that ends the write (of `total` bytes) stores its last byte last, as InfiniBand does
+/// (consumers poll the last byte of the target buffer, then read the rest).
+fn place_write(seg: &Segment, off: usize, bytes: &[u8], total: u64) -> dat_core::DatResult<()> {
+    if (off as u64).saturating_add(bytes.len() as u64) >= total {
+        seg.copy_from_ordered(off, bytes)
+    } else {
+        seg.copy_from(off, bytes)
+    }
+}
+
+/// Places bytes of an RDMA read response at message position `at` of the read's local
+/// segments; the piece that ends the response stores its last byte last.
+fn place_read(segs: &[Segment], at: u64, bytes: &[u8], total: u64) {
+    if at.saturating_add(bytes.len() as u64) >= total {
+        scatter_at_ordered(segs, at, bytes);
+    } else {
+        scatter_at(segs, at, bytes);
     }
 }
 
@@ -161,9 +182,11 @@ impl Engine {
                 self.terminate(CmFact::Disconnected);
                 Ok(Flow::Stop)
             }
-            Frame::ConnReq { .. } | Frame::Accept { .. } | Frame::Reject { .. } | Frame::Rtu => {
-                Err(WireError::Kind(f.kind() as u8))
-            }
+            Frame::ConnReq { .. }
+            | Frame::Accept { .. }
+            | Frame::Reject { .. }
+            | Frame::Rtu
+            | Frame::NoListener => Err(WireError::Kind(f.kind() as u8)),
         }
     }
 
@@ -368,7 +391,7 @@ impl Engine {
         let start = *pos;
         if let Some(seg) = seg {
             let at = usize::try_from(start).map_err(|_| bad("offset"))?;
-            seg.copy_from(at, payload)
+            place_write(seg, at, payload, u64::from(total))
                 .map_err(|_| bad("write piece outside the region"))?;
         }
         self.advance_piece(n, total, flags)?;
@@ -416,7 +439,7 @@ impl Engine {
             return Err(bad("last piece flag"));
         }
         let start = p.read_pos;
-        scatter_at(&p.wr.segs, u64::from(start), payload);
+        place_read(&p.wr.segs, u64::from(start), payload, u64::from(total));
         p.read_pos = end;
         if self.stream_rest(
             Streaming::ReadResp,
@@ -449,7 +472,7 @@ impl Engine {
             return;
         };
         let k = bytes.len().min(st.left);
-        let (kind, at) = (st.kind, st.at);
+        let (kind, at, total) = (st.kind, st.at, u64::from(st.total));
         let bytes = bytes.get(..k).unwrap_or_default();
         match kind {
             Streaming::Send => {
@@ -460,7 +483,7 @@ impl Engine {
             Streaming::Write => {
                 if let Some(RxCur::Write { seg: Some(seg), .. }) = &self.rx_cur {
                     let off = usize::try_from(at).unwrap_or(usize::MAX);
-                    if seg.copy_from(off, bytes).is_err() {
+                    if place_write(seg, off, bytes, total).is_err() {
                         tracing::error!("streamed write outside the region");
                     }
                 }
@@ -468,7 +491,7 @@ impl Engine {
             Streaming::ReadResp => {
                 let msn = st.msn;
                 if let Some(p) = self.outstanding.iter().find(|p| p.msn == msn) {
-                    scatter_at(&p.wr.segs, at, bytes);
+                    place_read(&p.wr.segs, at, bytes, total);
                 }
             }
         }
@@ -501,8 +524,22 @@ impl Engine {
     }
 
     /// Where the next streamed payload bytes go: a run of registered memory (segment,
-    /// offset in it, length), for a read straight from the socket.
+    /// offset in it, length), for a read straight from the socket. The last byte of an RDMA
+    /// write or read response is never read straight into memory (the kernel's copy stores
+    /// in no particular order): it comes through the input buffer and lands last
+    /// ([`place_write`], [`place_read`]).
     pub(super) fn stream_dest(&self) -> Option<(&Segment, usize, usize)> {
+        let (seg, off, len) = self.stream_run()?;
+        let st = self.rx_stream.as_ref()?;
+        let len = if st.kind != Streaming::Send && st.at + len as u64 >= u64::from(st.total) {
+            len - 1
+        } else {
+            len
+        };
+        (len > 0).then_some((seg, off, len))
+    }
+
+    fn stream_run(&self) -> Option<(&Segment, usize, usize)> {
         let st = self.rx_stream.as_ref()?;
         let (segs, at): (&[Segment], u64) = match st.kind {
             Streaming::Send => match &self.rx_cur {

@@ -3,6 +3,7 @@
 
 #![allow(dead_code)]
 
+use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -82,6 +83,20 @@ impl Node {
         }
     }
 
+    /// Another EP on the node's PZ and EVDs.
+    pub fn another_ep(&self) -> Ep {
+        self.ia
+            .create_ep(&EpParams {
+                pz: Some(&self.pz),
+                recv_evd: Some(&self.dto),
+                request_evd: Some(&self.dto),
+                connect_evd: Some(&self.conn),
+                srq: None,
+                attr: None,
+            })
+            .expect("ep")
+    }
+
     pub fn alloc(&self, len: usize) -> Lmr {
         self.pz.alloc(len, MemPriv::ALL).expect("alloc")
     }
@@ -137,6 +152,29 @@ impl Node {
             )
             .expect("post_recv");
     }
+}
+
+/// Connects `ep` to qualifier `qual` at `addr` (an IA address: its port is the remote's
+/// `port_base`).
+pub fn connect_ep(ep: &Ep, addr: SocketAddr, qual: ConnQual) {
+    ep.connect(
+        addr,
+        qual,
+        wait_t(),
+        b"",
+        Qos::BestEffort,
+        ConnectFlags::Default,
+    )
+    .expect("connect");
+}
+
+/// A loopback port nobody listens on (bound by the kernel's choice, then closed).
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .expect("bind")
+        .local_addr()
+        .expect("local address")
+        .port()
 }
 
 pub fn dto_of(ev: Event) -> DtoCompletion {

@@ -493,6 +493,32 @@ pub fn psp_any_connectable(t: &dyn Target) -> Outcome {
     Outcome::Pass
 }
 
+/// Qualifiers far beyond 16 bits (dapltest's limit_psp uses `0xaffab1e + n`) are served
+/// like any other. A connect to another large qualifier nobody listens on is
+/// `NON_PEER_REJECTED` and never reaches the service point, even where both share a
+/// transport address (the tcp provider folds both onto the port of this case's own
+/// qualifier: 64512 ports from 1024 up).
+pub fn psp_large_qualifier(t: &dyn Target) -> Outcome {
+    let (a, b) = sides(t);
+    let own = t.qual().0;
+    let big = ConnQual(own.checked_sub(1024).unwrap_or(own) + 64_512 * 2_860);
+    let psp = b.ia.create_psp(big, &b.cr, PspFlags::Consumer).unwrap();
+    assert_eq!(psp.conn_qual(), big);
+    let other = ConnQual(big.0 + 64_512);
+    connect_ep(&a.ep, &b.addr(), other, b"other");
+    expect_conn(&a.conn, EventNumber::NonPeerRejected, &a.ep);
+    assert_empty(&b.cr);
+    let a2 = a.another_ep();
+    connect_ep(&a2, &b.addr(), big, b"big");
+    let cr = expect_cr(&b.ia, &b.cr, &psp);
+    let q = cr.query().unwrap();
+    assert_eq!((q.conn_qual, &*q.private_data), (big, &b"big"[..]));
+    cr.accept(Some(&b.ep), b"").unwrap();
+    expect_conn(&a.conn, EventNumber::Established, &a2);
+    expect_conn(&b.conn, EventNumber::Established, &b.ep);
+    Outcome::Pass
+}
+
 /// The peer's graceful disconnect reaches this side as `DISCONNECTED` for the right EP.
 pub fn passive_side_disconnects(t: &dyn Target) -> Outcome {
     let p = pair(t);

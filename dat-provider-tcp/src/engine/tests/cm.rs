@@ -16,7 +16,7 @@ fn reject_carries_private_data_and_returns_to_idle() {
     let mut recvbuf = Side::new();
     let lmr = recvbuf.register(&[0; 8]);
     p.a.e.post(recvbuf.wr(PostOp::Recv, &[tri(lmr, 0, 8)], 1));
-    p.a.e.connect(7, b"x", None);
+    p.a.e.connect(p.now, 7, b"x", None);
     let mut rej = Vec::new();
     encode_reject(b"go away", &mut rej);
     let used = p.a.e.handle_input(p.now, &rej);
@@ -37,7 +37,7 @@ fn reject_carries_private_data_and_returns_to_idle() {
 fn connect_timeout_fires_at_the_deadline_only() {
     let mut p = Pair::new();
     let deadline = p.now + Duration::from_millis(100);
-    p.a.e.connect(1, &[], Some(deadline));
+    p.a.e.connect(p.now, 1, &[], Some(deadline));
     assert_eq!(p.a.e.poll_timeout(), Some(deadline));
     p.advance(Duration::from_millis(99));
     assert!(p.a.take().is_empty());
@@ -64,7 +64,7 @@ fn transport_failures_while_connecting() {
         (TransportError::Lost, CmFact::NonPeerRejected),
     ] {
         let mut s = Side::new();
-        s.e.connect(1, &[], None);
+        s.e.connect(Instant::now(), 1, &[], None);
         s.e.handle_transport_error(err);
         assert_eq!(s.e.poll_event(), Some(Event::Cm(fact)));
         assert!(s.e.poll_transmit().is_empty());
@@ -82,7 +82,7 @@ fn transport_failures_while_connecting() {
 #[test]
 fn unexpected_first_answer_is_a_non_peer_reject() {
     let mut s = Side::new();
-    s.e.connect(1, &[], None);
+    s.e.connect(Instant::now(), 1, &[], None);
     let mut rtu = Vec::new();
     Frame::Rtu.emit(0, &mut rtu);
     s.e.handle_input(Instant::now(), &rtu);
@@ -358,7 +358,7 @@ fn keepalive_is_harmless_and_reset_allows_a_new_connection() {
     // Reuse both ends for a second connection.
     p.a.e.reset();
     p.b.e.reset();
-    p.a.e.connect(2, b"again", None);
+    p.a.e.connect(p.now, 2, b"again", None);
     let bytes = p.a.e.poll_transmit().to_vec();
     p.a.e.advance_transmit(bytes.len());
     let (req, _) = parse_request(&bytes).unwrap().unwrap();

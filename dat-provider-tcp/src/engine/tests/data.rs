@@ -451,6 +451,17 @@ static DIRECT: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::
 /// Moves at most `max` bytes from `from` to `to` through the vectored interface, reading
 /// referenced runs out of registered memory (what `writev` does in the driver).
 fn transfer_pieces(from: &mut Side, to: &mut Side, now: Instant, max: usize) -> bool {
+    transfer_pieces_seen(from, to, now, max, &mut |_, _, _| {})
+}
+
+/// [`transfer_pieces`], showing `seen` every run read straight into memory.
+fn transfer_pieces_seen(
+    from: &mut Side,
+    to: &mut Side,
+    now: Instant,
+    max: usize,
+    seen: &mut dyn FnMut(&dat_core::mem::Segment, usize, usize),
+) -> bool {
     let mut out = Vec::new();
     for piece in from.e.poll_transmit_pieces() {
         if out.len() >= max {
@@ -478,6 +489,7 @@ fn transfer_pieces(from: &mut Side, to: &mut Side, now: Instant, max: usize) -> 
             if k == 0 {
                 break;
             }
+            seen(seg, off, k);
             seg.copy_from(off, &rest[..k]).unwrap();
             to.e.rx_direct_done(now, k);
             DIRECT.fetch_add(k, std::sync::atomic::Ordering::Relaxed);
@@ -514,14 +526,23 @@ fn copied_frames_survive_partial_writes_and_compaction() {
     partial_writes(false, 2 * 1024 * 1024 + 5);
 }
 
-fn partial_writes(zero_copy: bool, n: usize) {
+type Lmr = (u32, u32, u64);
+
+/// A connected pair, a pattern of `n` bytes registered at A (`src`), and `n` zeroed bytes
+/// registered at B (`dst`) and at A (`back`).
+fn with_regions(zero_copy: bool, n: usize, seed: u8) -> (Pair, Vec<u8>, Lmr, Lmr, Lmr) {
     let mut p = Pair::connected();
     p.a.e.set_zero_copy(zero_copy);
     p.b.e.set_zero_copy(zero_copy);
-    let data = pattern(n, 5);
+    let data = pattern(n, seed);
     let src = p.a.register(&data);
     let dst = p.b.register(&vec![0u8; n]);
     let back = p.a.register(&vec![0u8; n]);
+    (p, data, src, dst, back)
+}
+
+fn partial_writes(zero_copy: bool, n: usize) {
+    let (mut p, data, src, dst, back) = with_regions(zero_copy, n, 5);
     let n32 = n as u32;
     let half = n32 / 2;
     // A send gathered from two segments, a write, and a read back.
@@ -626,5 +647,47 @@ fn streamed_pieces_check_before_placing() {
         );
         assert_eq!(evs[1], Event::Cm(CmFact::Broken));
         assert_eq!(p.b.read(target.0), vec![7u8; n], "case {case}");
+    }
+}
+
+/// The last byte of an RDMA write (at the target) and of an RDMA read response (at the
+/// requester) is never read straight from the socket into memory, where the kernel's copy
+/// stores in no particular order: it is placed last, after a fence (`place_write`,
+/// `place_read`). The bytes are the same whatever the piece boundaries.
+#[test]
+fn the_last_byte_of_an_rdma_never_goes_straight_to_memory() {
+    for n in [ZERO_COPY_MIN + 1, 2 * 1024 * 1024 + 3] {
+        let (mut p, data, src, dst, back) = with_regions(true, n, 9);
+        let n32 = n as u32;
+        p.a.e
+            .post(p.a.wr(PostOp::RdmaWrite(rtri(dst, 0, n32)), &[tri(src, 0, n32)], 1));
+        p.a.e
+            .post(p.a.wr(PostOp::RdmaRead(rtri(dst, 0, n32)), &[tri(back, 0, n32)], 2));
+        let (mut direct, mut ends) = (0usize, 0usize);
+        let mut seen = |seg: &dat_core::mem::Segment, off: usize, len: usize| {
+            direct += len;
+            if seg.offset + off + len >= seg.buf.len() {
+                ends += 1;
+            }
+        };
+        for step in 0..100_000 {
+            let max = 1 + (step * 7919) % 70_000;
+            let x = transfer_pieces_seen(&mut p.a, &mut p.b, p.now, max, &mut seen);
+            let y = transfer_pieces_seen(&mut p.b, &mut p.a, p.now, max, &mut seen);
+            if !x && !y {
+                break;
+            }
+        }
+        assert!(direct > 0, "n {n}: the direct path was used");
+        assert_eq!(ends, 0, "n {n}: a direct read reached the last byte");
+        assert_eq!(
+            p.a.take(),
+            vec![
+                done(1, DtoStatus::Success, n32, DtoOp::RdmaWrite),
+                done(2, DtoStatus::Success, n32, DtoOp::RdmaRead),
+            ]
+        );
+        assert_eq!(p.b.read(dst.0), data);
+        assert_eq!(p.a.read(back.0), data);
     }
 }

@@ -29,12 +29,18 @@ struct Side {
 
 impl Side {
     fn new() -> Side {
+        Side::with_retry(Duration::ZERO)
+    }
+
+    /// A side whose refused connects are retried for `connect_retry`.
+    fn with_retry(connect_retry: Duration) -> Side {
         let mem: SharedMemTable = Arc::new(RwLock::new(MemTable::new()));
         let e = Engine::new(EngineConfig {
             mem: mem.clone(),
             pz: Some(PZ),
             srq: None,
             rnr_timeout: RNR,
+            connect_retry,
         });
         Side {
             e,
@@ -195,7 +201,7 @@ impl Pair {
     /// A connects with `pd_a`, B reads the request and accepts with `pd_b`.
     fn connect_with(pd_a: &[u8], pd_b: &[u8]) -> Pair {
         let mut p = Pair::new();
-        p.a.e.connect(45248, pd_a, None);
+        p.a.e.connect(p.now, 45248, pd_a, None);
         let bytes = p.a.e.poll_transmit().to_vec();
         p.a.e.advance_transmit(bytes.len());
         let (req, used) = parse_request(&bytes).unwrap().unwrap();
@@ -218,3 +224,4 @@ impl Pair {
 
 mod cm;
 mod data;
+mod retry;
