@@ -341,7 +341,10 @@ impl MemTable {
             Some((l, r)) => {
                 let taken =
                     |k: u32| k == 0 || self.lmrs.contains_key(&k) || self.rkeys.contains_key(&k);
-                if taken(l) || r.is_some_and(|r| r == l || taken(r)) {
+                // A transport's rkey may equal its lkey (mlx5 and rxe MRs use one key for
+                // both); the two live in separate maps, so only collisions with other
+                // registrations matter.
+                if taken(l) || r.is_some_and(|r| r != l && taken(r)) {
                     return Err(DatError::new(
                         crate::error::ErrorType::InternalError,
                         crate::error::Subtype::NoSubtype,
