@@ -26,10 +26,14 @@ use dat_core::error::{DatError, ErrorType, Subtype};
 use dat_core::provider::{OpenError, OpenRequest, Provider, Transport};
 
 pub mod attr;
+mod cm;
 mod device;
+mod ep;
+mod ia;
 mod ifaddr;
 pub mod params;
 mod transport;
+mod verbs;
 
 pub use params::VerbsParams;
 
