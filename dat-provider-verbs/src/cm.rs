@@ -326,18 +326,24 @@ impl CmId {
         socket_addr(&ss)
     }
 
-    /// `rdma_resolve_addr` from `src` to `dst`.
+    /// `rdma_resolve_addr` to `dst`, from the source address the routing table picks.
+    ///
+    /// No source address is given on purpose: with one, the kernel looks the route up on the
+    /// source's interface and takes any destination without a route as on-link there, so an
+    /// unroutable peer "resolves" and the connect request is lost (reported only after the
+    /// CM's retries, a minute later). Without one, an unroutable peer fails here at once
+    /// (ENETUNREACH) or with ADDR_ERROR; a peer reached through another device fails at QP
+    /// creation (its PD is not on that device).
     ///
     /// # Errors
     /// The errno.
-    pub fn resolve_addr(&self, src: SocketAddr, dst: SocketAddr, ms: i32) -> io::Result<()> {
-        let mut s = sockaddr(src);
+    pub fn resolve_addr(&self, dst: SocketAddr, ms: i32) -> io::Result<()> {
         let mut d = sockaddr(dst);
-        // SAFETY: the id is live; both addresses are valid for the call.
+        // SAFETY: the id is live; the address is valid for the call; a NULL source is allowed.
         check(unsafe {
             sys::rdma_resolve_addr(
                 self.id.as_ptr(),
-                (&mut s as *mut libc::sockaddr_storage).cast(),
+                std::ptr::null_mut(),
                 (&mut d as *mut libc::sockaddr_storage).cast(),
                 ms,
             )
@@ -449,6 +455,29 @@ impl CmId {
         if rc != 0 {
             tracing::debug!(rc, "ibv_modify_qp(ERR) failed");
         }
+    }
+
+    /// True when the QP is in the error state (a local error, or a responder that met a
+    /// remote access violation), before any disconnect of ours.
+    pub fn qp_in_error(&self) -> bool {
+        let qp = self.qp();
+        if qp.is_null() {
+            return false;
+        }
+        // SAFETY: plain data; all-zero is valid.
+        let mut attr: sys::ibv_qp_attr = unsafe { std::mem::zeroed() };
+        // SAFETY: as above.
+        let mut init: sys::ibv_qp_init_attr = unsafe { std::mem::zeroed() };
+        // SAFETY: a live QP; both out-pointers are valid for the call.
+        let rc = unsafe {
+            sys::ibv_query_qp(
+                qp,
+                &mut attr,
+                sys::ibv_qp_attr_mask::IBV_QP_STATE.0 as i32,
+                &mut init,
+            )
+        };
+        rc == 0 && attr.qp_state == sys::ibv_qp_state::IBV_QPS_ERR
     }
 
     fn conn_param(p: ConnParams, pdata: &[u8], qp_num: u32) -> sys::rdma_conn_param {

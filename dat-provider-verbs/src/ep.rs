@@ -78,6 +78,8 @@ pub struct EpSt {
     pub pdata: Vec<u8>,
     /// The consumer's connect timeout.
     pub deadline: Option<Instant>,
+    /// When address and route resolution is given up (see `ia::RESOLVE_LIMIT`).
+    pub resolve_by: Option<Instant>,
     /// Inline limit the QP was granted.
     pub max_inline: u32,
     /// Requests on the send queue, by `wr_id`.
@@ -113,6 +115,7 @@ impl Ep {
                 active: false,
                 pdata: Vec::new(),
                 deadline: None,
+                resolve_by: None,
                 max_inline: 0,
                 sends: BTreeMap::new(),
                 recvs: BTreeMap::new(),

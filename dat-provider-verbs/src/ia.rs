@@ -46,6 +46,10 @@ pub(crate) fn write<T>(m: &RwLock<T>) -> std::sync::RwLockWriteGuard<'_, T> {
 /// Milliseconds rdma_cm gets to resolve an address, then a route.
 pub const RESOLVE_MS: i32 = 2000;
 
+/// How long address and route resolution may take together before the provider reports the
+/// peer unreachable itself (rdma_cm does not always report an address it has no route to).
+pub const RESOLVE_LIMIT: std::time::Duration = std::time::Duration::from_millis(3 * 2000);
+
 /// A CQ and the lock its pollers take.
 pub struct CqSlot {
     /// The CQ.
@@ -460,6 +464,16 @@ impl Shared {
                         }
                     }
                     Some(p) => {
+                        let status =
+                            if recv && wc.status == sys::ibv_wc_status::IBV_WC_LOC_QP_OP_ERR {
+                                // The core validated the scatter list (keys, bounds, privileges),
+                                // so a receive's WQE cannot be malformed: rxe reports a message
+                                // longer than the receive this way (its copy_data fails with
+                                // EINVAL, not ENOSPC), where hardware reports LOC_LEN_ERR.
+                                DtoStatus::LocalLength
+                            } else {
+                                status
+                            };
                         let n = if recv || status != DtoStatus::Success {
                             wc.byte_len
                         } else {
@@ -593,23 +607,38 @@ impl Shared {
     fn next_deadline(&self) -> Option<Instant> {
         read(&self.eps)
             .values()
-            .filter_map(|ep| lock(&ep.st).deadline)
+            .filter_map(|ep| {
+                let st = lock(&ep.st);
+                let resolve = (st.phase == Phase::Resolving)
+                    .then_some(st.resolve_by)
+                    .flatten();
+                match (st.deadline, resolve) {
+                    (Some(a), Some(b)) => Some(a.min(b)),
+                    (a, b) => a.or(b),
+                }
+            })
             .min()
     }
 
     fn fire_deadlines(&self) {
         let now = Instant::now();
-        let due: Vec<Arc<Ep>> = read(&self.eps)
+        let due: Vec<(Arc<Ep>, CmFact)> = read(&self.eps)
             .values()
-            .filter(|ep| {
+            .filter_map(|ep| {
                 let st = lock(&ep.st);
-                st.deadline.is_some_and(|d| d <= now)
-                    && matches!(st.phase, Phase::Resolving | Phase::Connecting)
+                let pending = matches!(st.phase, Phase::Resolving | Phase::Connecting);
+                if pending && st.deadline.is_some_and(|d| d <= now) {
+                    Some((ep.clone(), CmFact::TimedOut))
+                } else if st.phase == Phase::Resolving && st.resolve_by.is_some_and(|d| d <= now) {
+                    // rdma_cm may sit on an address it has no route to: give up ourselves.
+                    Some((ep.clone(), CmFact::Unreachable))
+                } else {
+                    None
+                }
             })
-            .cloned()
             .collect();
-        for ep in due {
-            self.fail_ep(&ep, CmFact::TimedOut, false, false);
+        for (ep, fact) in due {
+            self.fail_ep(&ep, fact, false, false);
             // The id goes at once: a late accept of the peer then meets no one.
             let cm = self.drop_cm(&mut lock(&ep.st));
             drop(cm);
@@ -745,7 +774,15 @@ impl Shared {
                 ep.upcalls.cm(CmFact::Established { private_data });
             }
             ev::RDMA_CM_EVENT_DISCONNECTED if phase.is_live() => {
-                self.fail_ep(ep, CmFact::Disconnected, true, true)
+                // A QP already in error was broken here (a responder that met a remote
+                // access violation goes to error without a completion of its own).
+                let broken = lock(&ep.st).cm.as_ref().is_some_and(CmId::qp_in_error);
+                let fact = if broken {
+                    CmFact::Broken
+                } else {
+                    CmFact::Disconnected
+                };
+                self.fail_ep(ep, fact, true, true)
             }
             ev::RDMA_CM_EVENT_DEVICE_REMOVAL => fail(CmFact::Broken),
             _ => {

@@ -24,7 +24,7 @@ use crate::attr::{self, DeviceFacts, MAX_PRIVATE_DATA};
 use crate::cm::{CmId, frame};
 use crate::device::{self, Context, FindError, Pd};
 use crate::ep::{Ep, Pending, Phase, WR_RECV, WR_SRQ, post_recv, post_send};
-use crate::ia::{Limits, RESOLVE_MS, Shared, SrqSlot, lock, read, write};
+use crate::ia::{Limits, RESOLVE_LIMIT, RESOLVE_MS, Shared, SrqSlot, lock, read, write};
 use crate::not_found;
 use crate::params::{Locator, VerbsParams};
 use crate::verbs::{Mr, Srq, access_flags};
@@ -431,17 +431,18 @@ impl Transport for VerbsIa {
         st.active = true;
         st.pdata = frame(private_data);
         st.deadline = deadline;
+        st.resolve_by = Some(Instant::now() + RESOLVE_LIMIT);
         st.phase = Phase::Resolving;
         self.shared.own_ep(&cm, ep.id);
-        let src = SocketAddr::new(self.shared.ip, 0);
         let dst = SocketAddr::new(remote.ip(), port);
-        let r = cm.resolve_addr(src, dst, RESOLVE_MS);
+        let r = cm.resolve_addr(dst, RESOLVE_MS);
         st.cm = Some(cm);
         drop(st);
         if let Err(e) = r {
             tracing::debug!(ia = %self.name, %dst, error = %e, "rdma_resolve_addr failed");
             self.shared.fail_ep(&ep, CmFact::Unreachable, false, false);
-        } else if deadline.is_some() {
+        } else {
+            // The event thread sleeps until the earliest deadline: tell it about ours.
             self.shared.wake();
         }
         Ok(())
