@@ -22,6 +22,9 @@ pub const WR_SRQ: u64 = 1 << 63;
 /// Bit 62 of a `wr_id`: a receive (on the endpoint's own receive queue, or an SRQ).
 pub const WR_RECV: u64 = 1 << 62;
 
+/// Bit 61 of a `wr_id`: a memory window bind (no consumer request behind it).
+pub const WR_BIND: u64 = 1 << 61;
+
 /// Where an endpoint is in its connection's life, as the provider sees it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Phase {
@@ -90,6 +93,8 @@ pub struct EpSt {
     pub cqs: Vec<Arc<crate::ia::CqSlot>>,
     /// The SRQ the QP takes receives from.
     pub srq: Option<Arc<crate::ia::SrqSlot>>,
+    /// Memory window binds posted, by `wr_id`, with their status once complete.
+    pub binds: std::collections::HashMap<u64, Option<DtoStatus>>,
 }
 
 /// One endpoint.
@@ -121,6 +126,7 @@ impl Ep {
                 recvs: BTreeMap::new(),
                 cqs: Vec::new(),
                 srq: None,
+                binds: std::collections::HashMap::new(),
             }),
         }
     }
@@ -240,4 +246,39 @@ pub fn post_send(
     let rc = unsafe { sys::ibv_post_send(qp, &mut s, &mut bad) };
     crate::device::errno_result(rc)?;
     Ok(s.send_flags & SEND_SIGNALED != 0)
+}
+
+/// Posts a type 2 memory window bind of `mw` (new key `rkey`) to `length` bytes at `addr` of
+/// `mr` with `access` (`mw_access_flags`), signalled.
+///
+/// # Errors
+/// The errno of `ibv_post_send`.
+pub fn post_bind(
+    qp: *mut sys::ibv_qp,
+    wr_id: u64,
+    mw: &crate::verbs::Mw,
+    rkey: u32,
+    mr: &crate::verbs::Mr,
+    (addr, length, access): (u64, u64, u32),
+) -> io::Result<()> {
+    // SAFETY: plain data; all-zero is valid.
+    let mut s: sys::ibv_send_wr = unsafe { std::mem::zeroed() };
+    s.wr_id = wr_id;
+    s.opcode = sys::ibv_wr_opcode::IBV_WR_BIND_MW;
+    s.send_flags = SEND_SIGNALED;
+    s.bind_mw_tso_union.bind_mw = sys::bind_mw_t {
+        mw: mw.as_ptr(),
+        rkey,
+        bind_info: sys::ibv_mw_bind_info {
+            mr: mr.as_ptr(),
+            addr,
+            length,
+            mw_access_flags: access,
+        },
+    };
+    let mut bad: *mut sys::ibv_send_wr = std::ptr::null_mut();
+    // SAFETY: the QP, window and MR are live (the caller holds them and the endpoint's lock);
+    // the work request is valid for the call.
+    let rc = unsafe { sys::ibv_post_send(qp, &mut s, &mut bad) };
+    crate::device::errno_result(rc)
 }

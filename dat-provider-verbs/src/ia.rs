@@ -27,9 +27,9 @@ use sys::rdma_cm_event_type as ev;
 
 use crate::cm::{CmEvent, CmId, ConnParams, EventChannel, QpCaps, REJ_CONSUMER_DEFINED};
 use crate::device::{Context, Pd};
-use crate::ep::{Ep, EpSt, Phase, WR_RECV, WR_SRQ, post_recv};
+use crate::ep::{Ep, EpSt, Phase, WR_BIND, WR_RECV, WR_SRQ, post_recv};
 use crate::params::VerbsParams;
-use crate::verbs::{CompChannel, Cq, Mr, Srq, dto_status, empty_wc};
+use crate::verbs::{CompChannel, Cq, Mr, Mw, Srq, dto_status, empty_wc};
 
 pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(PoisonError::into_inner)
@@ -118,6 +118,7 @@ pub struct Shared {
     pub(crate) stop: AtomicBool,
     pub(crate) pds: RwLock<HashMap<PzId, Arc<Pd>>>,
     pub(crate) mrs: Mutex<HashMap<dat_core::types::LmrId, Mr>>,
+    pub(crate) mws: Mutex<HashMap<dat_core::types::RmrId, Mw>>,
     pub(crate) cqs: RwLock<HashMap<EvdId, Arc<CqSlot>>>,
     /// The CQs as a list progress can hold without a lock.
     snapshot: RwLock<Arc<[Arc<CqSlot>]>>,
@@ -174,6 +175,7 @@ impl Shared {
             stop: AtomicBool::new(false),
             pds: RwLock::new(HashMap::new()),
             mrs: Mutex::new(HashMap::new()),
+            mws: Mutex::new(HashMap::new()),
             cqs: RwLock::new(HashMap::new()),
             snapshot: RwLock::new(Arc::from(Vec::new())),
             null_cq: Mutex::new(None),
@@ -442,6 +444,13 @@ impl Shared {
                             out.push(p.wr.completion(DtoStatus::Success, n));
                         }
                     }
+                }
+                if id & WR_BIND != 0 {
+                    if let Some(b) = st.binds.get_mut(&id) {
+                        *b = Some(status);
+                    }
+                    broken = !matches!(status, DtoStatus::Success | DtoStatus::Flushed)
+                        && st.phase.is_live();
                 }
                 let q = if recv { &mut st.recvs } else { &mut st.sends };
                 match q.remove(&id) {
@@ -843,6 +852,7 @@ impl Shared {
         drop(ls);
         lock(&self.ids).clear();
         write(&self.srqs).clear();
+        lock(&self.mws).clear();
         lock(&self.mrs).clear();
         write(&self.cqs).clear();
         *lock(&self.null_cq) = None;

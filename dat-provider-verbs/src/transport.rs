@@ -12,8 +12,8 @@ use std::time::Instant;
 use dat_core::error::{DatError, DatResult, ErrorType, Subtype};
 use dat_core::mem::Buffer;
 use dat_core::provider::{
-    CmFact, EpConfig, EpUpcalls, IaUpcalls, MemKeys, OpenError, PostOp, SpUpcalls, SrqConfig,
-    Transport, WorkRequest,
+    CmFact, EpConfig, EpUpcalls, IaUpcalls, MemKeys, OpenError, PostOp, RmrBind, SpUpcalls,
+    SrqConfig, Transport, WorkRequest,
 };
 use dat_core::types::{
     CloseFlags, ConnQual, CrId, EpId, EvdFlags, EvdId, IaAddress, IaAttr, LmrId, MemPriv,
@@ -23,11 +23,11 @@ use dat_core::types::{
 use crate::attr::{self, DeviceFacts, MAX_PRIVATE_DATA};
 use crate::cm::{CmId, frame};
 use crate::device::{self, Context, FindError, Pd};
-use crate::ep::{Ep, Pending, Phase, WR_RECV, WR_SRQ, post_recv, post_send};
+use crate::ep::{Ep, Pending, Phase, WR_BIND, WR_RECV, WR_SRQ, post_bind, post_recv, post_send};
 use crate::ia::{Limits, RESOLVE_LIMIT, RESOLVE_MS, Shared, SrqSlot, lock, read, write};
 use crate::not_found;
 use crate::params::{Locator, VerbsParams};
-use crate::verbs::{Mr, Srq, access_flags};
+use crate::verbs::{ACCESS_MW_BIND, Mr, Mw, Srq, access_flags, window_access};
 
 /// `IBV_PORT_ACTIVE`.
 const PORT_ACTIVE: u32 = 4;
@@ -310,7 +310,8 @@ impl Transport for VerbsIa {
             .get(&pz)
             .cloned()
             .ok_or_else(|| DatError::invalid_handle(Subtype::InvalidHandlePz))?;
-        let mr = Mr::register(&pd, buf, access_flags(privs)).map_err(|e| {
+        // Every MR may carry memory windows (`dat_rmr_bind`).
+        let mr = Mr::register(&pd, buf, access_flags(privs) | ACCESS_MW_BIND).map_err(|e| {
             tracing::warn!(ia = %self.name, error = %e, len = buf.len(), "ibv_reg_mr failed");
             DatError::resources(Subtype::ResourceMemoryRegion)
         })?;
@@ -324,6 +325,72 @@ impl Transport for VerbsIa {
 
     fn deregister(&self, lmr: LmrId) {
         lock(&self.shared.mrs).remove(&lmr);
+    }
+
+    fn bind_rmr(&self, b: &RmrBind) -> DatResult<Option<u32>> {
+        if b.va_type != VaType::Va {
+            return Err(DatError::new(
+                ErrorType::ModelNotSupported,
+                Subtype::NoSubtype,
+            ));
+        }
+        let ep = self.ep(b.ep)?;
+        let not_connected = || DatError::invalid_state(Subtype::StateEpDisconnected);
+        let region = || DatError::resources(Subtype::ResourceMemoryRegion);
+        // The previous window goes first: its key stops working at once.
+        lock(&self.shared.mws).remove(&b.rmr);
+        let (id, mw, rkey, cqs) = {
+            let mrs = lock(&self.shared.mrs);
+            let mr = mrs.get(&b.lmr).ok_or_else(region)?;
+            let mw = Mw::alloc(mr.pd()).map_err(|e| {
+                tracing::warn!(ia = %self.name, error = %e, "ibv_alloc_mw failed");
+                region()
+            })?;
+            let rkey = mw.next_rkey();
+            let mut st = lock(&ep.st);
+            let qp = st.cm.as_ref().map_or(std::ptr::null_mut(), CmId::qp);
+            if qp.is_null() || st.phase != Phase::Connected {
+                return Err(not_connected());
+            }
+            let id = self.shared.next_wr_id() & !(WR_SRQ | WR_RECV) | WR_BIND;
+            let range = (b.virtual_address, b.length, window_access(b.privs));
+            post_bind(qp, id, &mw, rkey, mr, range).map_err(|e| {
+                tracing::debug!(ia = %self.name, error = %e, "memory window bind post failed");
+                region()
+            })?;
+            st.binds.insert(id, None);
+            (id, mw, rkey, st.cqs.clone())
+        };
+        // The key is usable once the bind has executed: wait for its completion (driving
+        // the CQ here delivers whatever else completes meanwhile).
+        let until = Instant::now() + std::time::Duration::from_secs(10);
+        let status = loop {
+            if let Some(s) = lock(&ep.st).binds.get(&id).copied().flatten() {
+                break Some(s);
+            }
+            if Instant::now() >= until {
+                break None;
+            }
+            if !cqs.iter().any(|c| self.shared.poll_cq(c, false)) {
+                std::thread::yield_now();
+            }
+        };
+        lock(&ep.st).binds.remove(&id);
+        match status {
+            Some(dat_core::types::DtoStatus::Success) => {
+                lock(&self.shared.mws).insert(b.rmr, mw);
+                Ok(Some(rkey))
+            }
+            other => {
+                tracing::debug!(ia = %self.name, ?other, "memory window bind failed");
+                Err(not_connected())
+            }
+        }
+    }
+
+    fn unbind_rmr(&self, rmr: dat_core::types::RmrId) {
+        // Deallocating the window revokes its key.
+        lock(&self.shared.mws).remove(&rmr);
     }
 
     fn create_evd(&self, evd: EvdId, flags: EvdFlags, qlen: u32) -> DatResult<()> {

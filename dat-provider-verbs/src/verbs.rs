@@ -219,6 +219,16 @@ impl Mr {
         })
     }
 
+    /// The raw MR (for memory window binds).
+    pub fn as_ptr(&self) -> *mut sys::ibv_mr {
+        self.mr.as_ptr()
+    }
+
+    /// The PD the MR is registered on.
+    pub fn pd(&self) -> &Arc<Pd> {
+        &self._pd
+    }
+
     /// `(lkey, rkey)`.
     pub fn keys(&self) -> (u32, u32) {
         // SAFETY: the MR is live; lkey and rkey are plain fields set at registration.
@@ -234,6 +244,69 @@ impl Drop for Mr {
             tracing::warn!(rc, "ibv_dereg_mr failed");
         }
     }
+}
+
+/// A type 2 memory window (`ibv_alloc_mw`), deallocated on drop (which revokes its key),
+/// before its PD.
+#[derive(Debug)]
+pub struct Mw {
+    mw: NonNull<sys::ibv_mw>,
+    _pd: Arc<Pd>,
+}
+
+// SAFETY: a window is only read (its rkey) and deallocated once, in Drop.
+unsafe impl Send for Mw {}
+// SAFETY: as for Send.
+unsafe impl Sync for Mw {}
+
+impl Mw {
+    /// Allocates a type 2 window on `pd`.
+    ///
+    /// # Errors
+    /// The errno of `ibv_alloc_mw` (EOPNOTSUPP: the device has no windows).
+    pub fn alloc(pd: &Arc<Pd>) -> io::Result<Mw> {
+        // SAFETY: the PD is live; the window is deallocated in Drop.
+        let mw = unsafe { sys::ibv_alloc_mw(pd.as_ptr(), sys::ibv_mw_type::IBV_MW_TYPE_2) };
+        let mw = mw
+            .and_then(NonNull::new)
+            .ok_or_else(io::Error::last_os_error)?;
+        Ok(Mw {
+            mw,
+            _pd: pd.clone(),
+        })
+    }
+
+    /// The raw window.
+    pub fn as_ptr(&self) -> *mut sys::ibv_mw {
+        self.mw.as_ptr()
+    }
+
+    /// The key of the window's next bind: its current rkey with the low 8 bits (the
+    /// consumer-owned tag) moved on, as `ibv_inc_rkey` does.
+    pub fn next_rkey(&self) -> u32 {
+        // SAFETY: the window is live; `rkey` is a plain field.
+        let rkey = unsafe { (*self.mw.as_ptr()).rkey };
+        (rkey & !0xff) | (rkey.wrapping_add(1) & 0xff)
+    }
+}
+
+impl Drop for Mw {
+    fn drop(&mut self) {
+        // SAFETY: allocated by ibv_alloc_mw, deallocated once; the PD outlives it.
+        let rc = unsafe { sys::ibv_dealloc_mw(self.mw.as_ptr()) };
+        if rc != 0 {
+            tracing::warn!(rc, "ibv_dealloc_mw failed");
+        }
+    }
+}
+
+/// `IBV_ACCESS_MW_BIND`: memory windows may be bound to the MR.
+pub const ACCESS_MW_BIND: u32 = 16;
+
+/// Remote privileges of a window as `mw_access_flags` (no local bits: a window grants remote
+/// access only).
+pub fn window_access(p: MemPriv) -> u32 {
+    access_flags(p) & (ACCESS_REMOTE_READ | ACCESS_REMOTE_WRITE | ACCESS_REMOTE_ATOMIC)
 }
 
 /// A shared receive queue (`ibv_create_srq`), destroyed on drop, after its QPs.
