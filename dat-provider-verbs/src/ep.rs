@@ -83,6 +83,9 @@ pub struct EpSt {
     pub deadline: Option<Instant>,
     /// When address and route resolution is given up (see `ia::RESOLVE_LIMIT`).
     pub resolve_by: Option<Instant>,
+    /// A graceful disconnect waits for the sends outstanding, until then (see
+    /// `ia::GRACEFUL_LIMIT`).
+    pub graceful_by: Option<Instant>,
     /// Inline limit the QP was granted.
     pub max_inline: u32,
     /// Requests on the send queue, by `wr_id`.
@@ -121,6 +124,7 @@ impl Ep {
                 pdata: Vec::new(),
                 deadline: None,
                 resolve_by: None,
+                graceful_by: None,
                 max_inline: 0,
                 sends: BTreeMap::new(),
                 recvs: BTreeMap::new(),
@@ -133,6 +137,11 @@ impl Ep {
 }
 
 impl EpSt {
+    /// True while a request of the send queue has not been reported.
+    pub fn sends_outstanding(&self) -> bool {
+        self.sends.values().any(|p| !p.reported)
+    }
+
     /// Marks every unreported request flushed and returns their completions in posting order
     /// per queue (sends, then receives). Requests never given to the hardware are dropped;
     /// the others stay until the hardware's flush (or the QP's destruction).

@@ -46,6 +46,10 @@ pub(crate) fn write<T>(m: &RwLock<T>) -> std::sync::RwLockWriteGuard<'_, T> {
 /// Milliseconds rdma_cm gets to resolve an address, then a route.
 pub const RESOLVE_MS: i32 = 2000;
 
+/// How long a graceful disconnect waits for the sends outstanding (a send the peer has no
+/// receive for waits forever at RNR retry count 7) before it disconnects anyway.
+pub const GRACEFUL_LIMIT: std::time::Duration = std::time::Duration::from_secs(4);
+
 /// How long address and route resolution may take together before the provider reports the
 /// peer unreachable itself (rdma_cm does not always report an address it has no route to).
 pub const RESOLVE_LIMIT: std::time::Duration = std::time::Duration::from_millis(3 * 2000);
@@ -495,8 +499,16 @@ impl Shared {
                 }
             }
         }
+        // A graceful disconnect waiting for the send queue to drain proceeds.
+        let drained = !broken && {
+            let st = lock(&ep.st);
+            st.graceful_by.is_some() && st.phase == Phase::Connected && !st.sends_outstanding()
+        };
         for c in out {
             ep.upcalls.completion(c);
+        }
+        if drained {
+            self.fail_ep(&ep, CmFact::Disconnected, false, true);
         }
         if broken {
             tracing::debug!(ia = %self.name, ep = ep.id.0, status = wc.status, "work completion error: connection broken");
@@ -516,6 +528,7 @@ impl Shared {
             }
             st.phase = Phase::Closing;
             st.deadline = None;
+            st.graceful_by = None;
             if let Some(cm) = &st.cm {
                 if disconnect {
                     cm.disconnect();
@@ -621,10 +634,10 @@ impl Shared {
                 let resolve = (st.phase == Phase::Resolving)
                     .then_some(st.resolve_by)
                     .flatten();
-                match (st.deadline, resolve) {
-                    (Some(a), Some(b)) => Some(a.min(b)),
-                    (a, b) => a.or(b),
-                }
+                [st.deadline, resolve, st.graceful_by]
+                    .into_iter()
+                    .flatten()
+                    .min()
             })
             .min()
     }
@@ -641,12 +654,19 @@ impl Shared {
                 } else if st.phase == Phase::Resolving && st.resolve_by.is_some_and(|d| d <= now) {
                     // rdma_cm may sit on an address it has no route to: give up ourselves.
                     Some((ep.clone(), CmFact::Unreachable))
+                } else if st.graceful_by.is_some_and(|d| d <= now) {
+                    Some((ep.clone(), CmFact::Disconnected))
                 } else {
                     None
                 }
             })
             .collect();
         for (ep, fact) in due {
+            if fact == CmFact::Disconnected {
+                // The graceful disconnect's sends did not drain in time: disconnect anyway.
+                self.fail_ep(&ep, fact, true, true);
+                continue;
+            }
             self.fail_ep(&ep, fact, false, false);
             // The id goes at once: a late accept of the peer then meets no one.
             let cm = self.drop_cm(&mut lock(&ep.st));

@@ -24,7 +24,9 @@ use crate::attr::{self, DeviceFacts, MAX_PRIVATE_DATA};
 use crate::cm::{CmId, frame};
 use crate::device::{self, Context, FindError, Pd};
 use crate::ep::{Ep, Pending, Phase, WR_BIND, WR_RECV, WR_SRQ, post_bind, post_recv, post_send};
-use crate::ia::{Limits, RESOLVE_LIMIT, RESOLVE_MS, Shared, SrqSlot, lock, read, write};
+use crate::ia::{
+    GRACEFUL_LIMIT, Limits, RESOLVE_LIMIT, RESOLVE_MS, Shared, SrqSlot, lock, read, write,
+};
 use crate::not_found;
 use crate::params::{Locator, VerbsParams};
 use crate::verbs::{ACCESS_MW_BIND, Mr, Mw, Srq, access_flags, window_access};
@@ -603,14 +605,26 @@ impl Transport for VerbsIa {
         Ok(())
     }
 
-    fn disconnect(&self, ep: EpId, _flags: CloseFlags) -> DatResult<()> {
+    fn disconnect(&self, ep: EpId, flags: CloseFlags) -> DatResult<()> {
         let Ok(ep) = self.ep(ep) else {
             return Ok(());
         };
-        // Graceful and abrupt alike: rdma_disconnect moves the QP to the error state (as OFA
-        // dapl does); completions already made are delivered first, the rest is flushed.
+        // A graceful disconnect of a connection with sends outstanding waits for them (at
+        // most GRACEFUL_LIMIT); otherwise rdma_disconnect moves the QP to the error state (as
+        // OFA dapl does): completions already made are delivered first, the rest is flushed.
         let (phase, abort) = {
-            let st = lock(&ep.st);
+            let mut st = lock(&ep.st);
+            if flags == CloseFlags::Graceful
+                && st.phase == Phase::Connected
+                && st.sends_outstanding()
+            {
+                if st.graceful_by.is_none() {
+                    st.graceful_by = Some(Instant::now() + GRACEFUL_LIMIT);
+                    drop(st);
+                    self.shared.wake();
+                }
+                return Ok(());
+            }
             (
                 st.phase,
                 matches!(st.phase, Phase::Resolving | Phase::Connecting),
