@@ -18,6 +18,7 @@ use std::net::IpAddr;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError, RwLock};
+use std::time::Instant;
 
 use dat_core::provider::{CmFact, Completion, IaUpcalls, SpUpcalls};
 use dat_core::types::{CrId, DtoStatus, EpId, EvdId, PzId, SpId, SrqId};
@@ -45,6 +46,32 @@ pub(crate) fn write<T>(m: &RwLock<T>) -> std::sync::RwLockWriteGuard<'_, T> {
 
 /// Milliseconds rdma_cm gets to resolve an address, then a route.
 pub const RESOLVE_MS: i32 = 2000;
+
+/// An application thread that polled within this is still polling: the event thread leaves
+/// the CQs unarmed (no interrupt, no wake-up per completion) and looks again after this.
+pub const APP_IDLE: std::time::Duration = std::time::Duration::from_millis(2);
+
+fn eventfd() -> std::io::Result<OwnedFd> {
+    // SAFETY: eventfd takes no pointers; the descriptor is owned by the OwnedFd below.
+    let fd = unsafe { libc::eventfd(0, libc::EFD_NONBLOCK | libc::EFD_CLOEXEC) };
+    if fd < 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    // SAFETY: `fd` is a fresh descriptor nobody else owns.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+}
+
+fn signal(fd: &OwnedFd) {
+    let one: u64 = 1;
+    // SAFETY: writes 8 bytes from a live u64 to our non-blocking eventfd.
+    let _ = unsafe { libc::write(fd.as_raw_fd(), (&one as *const u64).cast(), 8) };
+}
+
+pub(crate) fn drain_eventfd(fd: &OwnedFd) {
+    let mut v: u64 = 0;
+    // SAFETY: reads 8 bytes into a live u64 from our non-blocking eventfd.
+    let _ = unsafe { libc::read(fd.as_raw_fd(), (&mut v as *mut u64).cast(), 8) };
+}
 
 /// How long a graceful disconnect waits for the sends outstanding (a send the peer has no
 /// receive for waits forever at RNR retry count 7) before it disconnects anyway.
@@ -119,7 +146,16 @@ pub struct Shared {
     pub(crate) events: Arc<EventChannel>,
     pub(crate) comp: Arc<CompChannel>,
     wake: OwnedFd,
+    /// Ends a waiter's [`Shared::block`] (`Transport::unblock`).
+    unblock: OwnedFd,
     pub(crate) stop: AtomicBool,
+    epoch: Instant,
+    /// When an application thread last polled (ns since `epoch`).
+    last_progress: AtomicU64,
+    /// Application threads asleep in [`Shared::block`].
+    blocked: AtomicU32,
+    /// The event thread armed every CQ and nobody has taken their events since.
+    armed: AtomicBool,
     pub(crate) pds: RwLock<HashMap<PzId, Arc<Pd>>>,
     pub(crate) mrs: Mutex<HashMap<dat_core::types::LmrId, Mr>>,
     pub(crate) mws: Mutex<HashMap<dat_core::types::RmrId, Mw>>,
@@ -159,13 +195,8 @@ impl Shared {
     ) -> std::io::Result<Shared> {
         let events = Arc::new(EventChannel::new()?);
         let comp = Arc::new(CompChannel::new(&ctx)?);
-        // SAFETY: eventfd takes no pointers; the descriptor is owned by the OwnedFd below.
-        let fd = unsafe { libc::eventfd(0, libc::EFD_NONBLOCK | libc::EFD_CLOEXEC) };
-        if fd < 0 {
-            return Err(std::io::Error::last_os_error());
-        }
-        // SAFETY: `fd` is a fresh descriptor nobody else owns.
-        let wake = unsafe { OwnedFd::from_raw_fd(fd) };
+        let wake = eventfd()?;
+        let unblock = eventfd()?;
         Ok(Shared {
             name: name.to_owned(),
             params,
@@ -176,7 +207,12 @@ impl Shared {
             events,
             comp,
             wake,
+            unblock,
             stop: AtomicBool::new(false),
+            epoch: Instant::now(),
+            last_progress: AtomicU64::new(0),
+            blocked: AtomicU32::new(0),
+            armed: AtomicBool::new(false),
             pds: RwLock::new(HashMap::new()),
             mrs: Mutex::new(HashMap::new()),
             mws: Mutex::new(HashMap::new()),
@@ -195,17 +231,90 @@ impl Shared {
         })
     }
 
-    /// Wakes the event thread (a new deadline, or close).
+    /// Wakes the event thread (a new deadline, CQs to re-arm, or close).
     pub fn wake(&self) {
-        let one: u64 = 1;
-        // SAFETY: writes 8 bytes from a live u64 to our eventfd.
-        let _ = unsafe {
-            libc::write(
-                self.wake.as_raw_fd(),
-                (&one as *const u64).cast(),
-                std::mem::size_of::<u64>(),
-            )
-        };
+        signal(&self.wake);
+    }
+
+    /// Ends a [`Shared::block`] in progress, or the next one.
+    pub fn unblock(&self) {
+        signal(&self.unblock);
+    }
+
+    fn now_ns(&self) -> u64 {
+        u64::try_from(self.epoch.elapsed().as_nanos()).unwrap_or(u64::MAX)
+    }
+
+    /// True while an application thread drives the CQs itself: it polled within
+    /// [`APP_IDLE`], or it sleeps in [`Shared::block`] (which armed them).
+    pub(crate) fn app_active(&self) -> bool {
+        self.blocked.load(Ordering::Acquire) > 0
+            || self
+                .now_ns()
+                .saturating_sub(self.last_progress.load(Ordering::Relaxed))
+                < APP_IDLE.as_nanos() as u64
+    }
+
+    /// Whether the event thread's CQs are armed.
+    pub(crate) fn armed(&self) -> &AtomicBool {
+        &self.armed
+    }
+
+    /// Arms every CQ (`ibv_req_notify_cq`); the caller drains them after.
+    pub(crate) fn arm_all(&self) {
+        let list = read(&self.snapshot).clone();
+        for slot in list.iter() {
+            if let Err(e) = slot.cq.arm() {
+                tracing::warn!(ia = %self.name, error = %e, "ibv_req_notify_cq failed");
+            }
+        }
+    }
+
+    /// Polls every CQ, waiting for a CQ another thread is polling.
+    pub(crate) fn drain_all(&self) -> bool {
+        let list = read(&self.snapshot).clone();
+        let mut any = false;
+        for slot in list.iter() {
+            any |= self.poll_cq(slot, true);
+        }
+        any
+    }
+
+    /// Sleeps on the completion channel for at most `timeout` (the waiter's own arm, so a
+    /// completion wakes it directly), then delivers what has completed.
+    pub fn block(&self, timeout: std::time::Duration) -> bool {
+        self.blocked.fetch_add(1, Ordering::AcqRel);
+        self.arm_all();
+        if !self.drain_all() {
+            let ms = i32::try_from(timeout.as_millis().saturating_add(1)).unwrap_or(i32::MAX);
+            let mut fds = [
+                libc::pollfd {
+                    fd: self.comp.fd(),
+                    events: libc::POLLIN,
+                    revents: 0,
+                },
+                libc::pollfd {
+                    fd: self.unblock.as_raw_fd(),
+                    events: libc::POLLIN,
+                    revents: 0,
+                },
+            ];
+            // SAFETY: `fds` is a live array of two pollfd for the call.
+            unsafe { libc::poll(fds.as_mut_ptr(), 2, ms) };
+            if fds[1].revents != 0 {
+                drain_eventfd(&self.unblock);
+            }
+            while self.comp.take_event().is_some() {}
+            self.drain_all();
+        }
+        self.last_progress.store(self.now_ns(), Ordering::Relaxed);
+        self.blocked.fetch_sub(1, Ordering::AcqRel);
+        // The channel's events were taken here: the event thread must arm again once the
+        // application goes quiet (unarmed, it looks every APP_IDLE by itself).
+        if self.armed.swap(false, Ordering::AcqRel) {
+            self.wake();
+        }
+        true
     }
 
     /// A fresh `wr_id` (posting order is key order).
@@ -364,6 +473,7 @@ impl Shared {
 
     /// Polls every CQ once without blocking; true if anything was delivered.
     pub fn progress(&self) -> bool {
+        self.last_progress.store(self.now_ns(), Ordering::Relaxed);
         let list = read(&self.snapshot).clone();
         let mut any = false;
         for slot in list.iter() {

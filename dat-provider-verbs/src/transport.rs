@@ -736,6 +736,14 @@ impl Transport for VerbsIa {
         self.shared.progress()
     }
 
+    fn block(&self, timeout: std::time::Duration) -> bool {
+        self.shared.block(timeout)
+    }
+
+    fn unblock(&self) {
+        self.shared.unblock();
+    }
+
     fn close(&self) {
         if self.closed.swap(true, Ordering::AcqRel) {
             return;

@@ -12,7 +12,7 @@ use dat_core::types::{CrId, EpId};
 use rdma_sys as sys;
 use sys::rdma_cm_event_type as ev;
 
-use super::{CrPending, Owner, RESOLVE_MS, Shared, lock, read};
+use super::{APP_IDLE, CrPending, Owner, RESOLVE_MS, Shared, lock, read};
 use crate::cm::{CmEvent, CmId, REJ_CONSUMER_DEFINED};
 use crate::ep::{Ep, Phase};
 
@@ -37,10 +37,15 @@ impl Shared {
             },
         ];
         while !self.stop.load(Ordering::Acquire) {
-            let timeout = self.next_deadline().map_or(-1, |d| {
+            let mut timeout = self.next_deadline().map_or(-1, |d| {
                 let ms = d.saturating_duration_since(Instant::now()).as_millis();
                 i32::try_from(ms.saturating_add(1)).unwrap_or(i32::MAX)
             });
+            if !self.armed().load(Ordering::Acquire) {
+                // Look again soon: the CQs are to be armed once the application goes quiet.
+                let idle = i32::try_from(APP_IDLE.as_millis()).unwrap_or(1);
+                timeout = if timeout < 0 { idle } else { timeout.min(idle) };
+            }
             for f in fds.iter_mut() {
                 f.revents = 0;
             }
@@ -55,10 +60,7 @@ impl Shared {
                 }
             }
             if fds[2].revents != 0 {
-                let mut v: u64 = 0;
-                // SAFETY: reads 8 bytes into a live u64 from our non-blocking eventfd.
-                let _ =
-                    unsafe { libc::read(self.wake.as_raw_fd(), (&mut v as *mut u64).cast(), 8) };
+                super::drain_eventfd(&self.wake);
             }
             if self.stop.load(Ordering::Acquire) {
                 return;
@@ -67,25 +69,25 @@ impl Shared {
                 self.handle_cm(e);
             }
             if fds[1].revents != 0 {
-                while let Some(tag) = self.comp.take_event() {
-                    self.cq_event(tag);
+                let mut any = false;
+                while self.comp.take_event().is_some() {
+                    any = true;
+                }
+                if any {
+                    // Taking the events disarmed their CQs.
+                    self.armed().store(false, Ordering::Release);
+                    self.drain_all();
                 }
             }
-            self.fire_deadlines();
-        }
-    }
-
-    /// A completion event on the CQ tagged `tag`: re-arm it, then drain it.
-    fn cq_event(&self, _tag: usize) {
-        // The tag names one CQ, but one sweep over all of them costs the same few user-space
-        // polls and covers events coalesced by the channel; each CQ is re-armed before it is
-        // drained, so no completion slips between the two.
-        let list = read(&self.snapshot).clone();
-        for slot in list.iter() {
-            if let Err(e) = slot.cq.arm() {
-                tracing::warn!(ia = %self.name, error = %e, "ibv_req_notify_cq failed");
+            // Arm only while no application thread drives the CQs: a busy poller then costs
+            // no interrupt and no wake-up of this thread per completion. Armed, then drained,
+            // so no completion slips between the two.
+            if !self.armed().load(Ordering::Acquire) && !self.app_active() {
+                self.armed().store(true, Ordering::Release);
+                self.arm_all();
+                self.drain_all();
             }
-            self.poll_cq(slot, true);
+            self.fire_deadlines();
         }
     }
 
