@@ -169,7 +169,7 @@ impl EpSt {
 
 /// Scatter/gather entries of a request's segments (zero-length segments are left out: some
 /// devices read a zero length as 2 GiB).
-fn sges(wr: &WorkRequest) -> Vec<sys::ibv_sge> {
+fn sges(wr: &WorkRequest) -> smallvec::SmallVec<[sys::ibv_sge; 4]> {
     wr.segs
         .iter()
         .filter(|s| s.len > 0)

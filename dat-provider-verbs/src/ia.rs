@@ -530,7 +530,7 @@ impl Shared {
             return;
         };
         let status = dto_status(wc.status);
-        let mut out: Vec<Completion> = Vec::new();
+        let mut out: smallvec::SmallVec<[Completion; 4]> = smallvec::SmallVec::new();
         let mut broken = false;
         {
             let mut st = lock(&ep.st);
