@@ -503,7 +503,14 @@ impl Transport for VerbsIa {
         st.resolve_by = Some(Instant::now() + RESOLVE_LIMIT);
         st.phase = Phase::Resolving;
         self.shared.own_ep(&cm, ep.id);
-        let dst = SocketAddr::new(remote.ip(), port);
+        // RDMA does not run over the loopback interface: a loopback address names this host,
+        // that is this IA's own address (as rdma_cm itself maps loopback to a local device).
+        let ip = if remote.ip().is_loopback() {
+            self.shared.ip
+        } else {
+            remote.ip()
+        };
+        let dst = SocketAddr::new(ip, port);
         let r = cm.resolve_addr(dst, RESOLVE_MS);
         st.cm = Some(cm);
         drop(st);
