@@ -15,7 +15,7 @@
 
 use std::collections::HashMap;
 use std::net::IpAddr;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError, RwLock};
 use std::time::Instant;
@@ -62,9 +62,24 @@ fn eventfd() -> std::io::Result<OwnedFd> {
 }
 
 fn signal(fd: &OwnedFd) {
+    signal_raw(fd.as_raw_fd());
+}
+
+fn signal_raw(fd: RawFd) {
     let one: u64 = 1;
-    // SAFETY: writes 8 bytes from a live u64 to our non-blocking eventfd.
-    let _ = unsafe { libc::write(fd.as_raw_fd(), (&one as *const u64).cast(), 8) };
+    // SAFETY: writes 8 bytes from a live u64 to an eventfd that stays open while it is
+    // registered (a waiter's, removed under the same lock before its thread can close it).
+    let _ = unsafe { libc::write(fd, (&one as *const u64).cast(), 8) };
+}
+
+/// The longest a waiter sleeps in [`Shared::block`] before it looks at its queue again (a
+/// safety net for an unblock that came before it registered).
+pub const BLOCK_CAP: std::time::Duration = std::time::Duration::from_millis(20);
+
+thread_local! {
+    /// The eventfd this thread sleeps on in [`Shared::block`] (`None` if it could not be made:
+    /// the thread then sleeps at most [`BLOCK_CAP`] at a time).
+    static WAITER_FD: Option<OwnedFd> = eventfd().ok();
 }
 
 pub(crate) fn drain_eventfd(fd: &OwnedFd) {
@@ -146,8 +161,10 @@ pub struct Shared {
     pub(crate) events: Arc<EventChannel>,
     pub(crate) comp: Arc<CompChannel>,
     wake: OwnedFd,
-    /// Ends a waiter's [`Shared::block`] (`Transport::unblock`).
-    unblock: OwnedFd,
+    /// The eventfds of the threads asleep in [`Shared::block`].
+    waiters: Mutex<Vec<RawFd>>,
+    /// [`Shared::unblock`] calls so far.
+    unblocks: AtomicU64,
     pub(crate) stop: AtomicBool,
     epoch: Instant,
     /// When an application thread last polled (ns since `epoch`).
@@ -196,7 +213,6 @@ impl Shared {
         let events = Arc::new(EventChannel::new()?);
         let comp = Arc::new(CompChannel::new(&ctx)?);
         let wake = eventfd()?;
-        let unblock = eventfd()?;
         Ok(Shared {
             name: name.to_owned(),
             params,
@@ -207,7 +223,8 @@ impl Shared {
             events,
             comp,
             wake,
-            unblock,
+            waiters: Mutex::new(Vec::new()),
+            unblocks: AtomicU64::new(0),
             stop: AtomicBool::new(false),
             epoch: Instant::now(),
             last_progress: AtomicU64::new(0),
@@ -236,9 +253,12 @@ impl Shared {
         signal(&self.wake);
     }
 
-    /// Ends a [`Shared::block`] in progress, or the next one.
+    /// Ends every [`Shared::block`] in progress (and one about to start).
     pub fn unblock(&self) {
-        signal(&self.unblock);
+        self.unblocks.fetch_add(1, Ordering::AcqRel);
+        for &fd in lock(&self.waiters).iter() {
+            signal_raw(fd);
+        }
     }
 
     fn now_ns(&self) -> u64 {
@@ -282,11 +302,23 @@ impl Shared {
 
     /// Sleeps on the completion channel for at most `timeout` (the waiter's own arm, so a
     /// completion wakes it directly), then delivers what has completed.
+    ///
+    /// Each waiting thread sleeps on an eventfd of its own, registered while it sleeps, and
+    /// [`Shared::unblock`] signals every one: waiters on different EVDs of the IA never take
+    /// each other's wake-up. An unblock that comes between the facade's last look at its queue
+    /// and the registration is caught by a counter, and the sleep is capped at
+    /// [`BLOCK_CAP`] in case it came even before that.
     pub fn block(&self, timeout: std::time::Duration) -> bool {
+        let seen = self.unblocks.load(Ordering::Acquire);
+        let fd = WAITER_FD.with(|f| f.as_ref().map(AsRawFd::as_raw_fd));
         self.blocked.fetch_add(1, Ordering::AcqRel);
+        if let Some(fd) = fd {
+            lock(&self.waiters).push(fd);
+        }
         self.arm_all();
-        if !self.drain_all() {
-            let ms = i32::try_from(timeout.as_millis().saturating_add(1)).unwrap_or(i32::MAX);
+        if !self.drain_all() && self.unblocks.load(Ordering::Acquire) == seen {
+            let ms = timeout.min(BLOCK_CAP).as_millis().saturating_add(1);
+            let ms = i32::try_from(ms).unwrap_or(i32::MAX);
             let mut fds = [
                 libc::pollfd {
                     fd: self.comp.fd(),
@@ -294,7 +326,8 @@ impl Shared {
                     revents: 0,
                 },
                 libc::pollfd {
-                    fd: self.unblock.as_raw_fd(),
+                    // A negative descriptor is ignored by poll(2).
+                    fd: fd.unwrap_or(-1),
                     events: libc::POLLIN,
                     revents: 0,
                 },
@@ -302,10 +335,17 @@ impl Shared {
             // SAFETY: `fds` is a live array of two pollfd for the call.
             unsafe { libc::poll(fds.as_mut_ptr(), 2, ms) };
             if fds[1].revents != 0 {
-                drain_eventfd(&self.unblock);
+                WAITER_FD.with(|f| {
+                    if let Some(f) = f {
+                        drain_eventfd(f);
+                    }
+                });
             }
             while self.comp.take_event().is_some() {}
             self.drain_all();
+        }
+        if let Some(fd) = fd {
+            lock(&self.waiters).retain(|&w| w != fd);
         }
         self.last_progress.store(self.now_ns(), Ordering::Relaxed);
         self.blocked.fetch_sub(1, Ordering::AcqRel);
