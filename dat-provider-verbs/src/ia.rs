@@ -3,10 +3,11 @@
 //! # Threads and waiting
 //! Each IA has one thread that sleeps in `poll(2)` on three descriptors: the IA's rdma_cm
 //! event channel (every `rdma_cm_id` of the IA is on it), the IA's completion channel (every
-//! CQ of the IA is on it and armed), and an eventfd that wakes it for a new connect deadline
-//! or at close. It handles CM events, delivers completions while the application sleeps, and
-//! fires connect timeouts. Application threads poll CQs themselves in
-//! [`Shared::progress`] (no system call: `ibv_poll_cq` runs in user space).
+//! CQ of the IA is on it), and an eventfd that wakes it for a new deadline or at close. It
+//! handles CM events, fires deadlines, and delivers completions while no application thread
+//! does. Application threads poll CQs themselves in [`Shared::progress`] (no system call:
+//! `ibv_poll_cq` runs in user space) and sleep in [`Shared::block`] on the completion channel;
+//! while they poll, the event thread leaves the CQs unarmed (see `events`).
 //!
 //! # Locks
 //! Order: a CQ's lock, then an endpoint's lock. Completions are delivered holding their CQ's
