@@ -34,8 +34,8 @@ use crate::error::{DatError, DatResult};
 use crate::mem::{Buffer, MemTable, SegList};
 use crate::types::{
     CloseFlags, CompletionFlags, ConnQual, Cookie, CrId, DtoOp, DtoStatus, EpAttr, EpId, EvdFlags,
-    EvdId, IaAddress, IaAttr, LmrId, MemPriv, ProviderAttr, PzId, RmrTriplet, SpId, SrqId, Timeout,
-    VaType,
+    EvdId, IaAddress, IaAttr, LmrId, MemPriv, ProviderAttr, PzId, RmrId, RmrTriplet, SpId, SrqId,
+    Timeout, VaType,
 };
 
 /// The memory table of one IA, shared by the facade (local checks at post time) and a software
@@ -276,6 +276,25 @@ pub trait IaUpcalls: Send + Sync {
     fn async_error(&self, fact: AsyncFact);
 }
 
+/// A memory window bind the core has validated (`dat_rmr_bind` with a non-zero length).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RmrBind {
+    /// The window.
+    pub rmr: RmrId,
+    /// The endpoint the bind is posted on.
+    pub ep: EpId,
+    /// The LMR the window lies in.
+    pub lmr: LmrId,
+    /// Start of the window in the LMR's own address space.
+    pub virtual_address: u64,
+    /// Length in bytes (never 0).
+    pub length: u64,
+    /// Remote privileges of the window.
+    pub privs: MemPriv,
+    /// How the window is addressed remotely.
+    pub va_type: VaType,
+}
+
 /// Attributes of a shared receive queue as the transport needs them.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct SrqConfig {
@@ -325,6 +344,21 @@ pub trait Transport: Send + Sync {
 
     /// Releases a registration.
     fn deregister(&self, _lmr: LmrId) {}
+
+    /// Binds a memory window after the core validated the bind. Returns the window's new
+    /// `rmr_context` when the transport makes windows itself (verbs memory windows), `None`
+    /// when the keys of the shared [`MemTable`] serve (software providers, the default). The
+    /// window's previous binding stops working either way.
+    ///
+    /// # Errors
+    /// `DAT_INSUFFICIENT_RESOURCES|DAT_RESOURCE_MEMORY_REGION`; `DAT_INVALID_STATE` when the
+    /// endpoint cannot carry the bind.
+    fn bind_rmr(&self, _bind: &RmrBind) -> DatResult<Option<u32>> {
+        Ok(None)
+    }
+
+    /// Unbinds a memory window (a zero-length bind, or `dat_rmr_free`): its key stops working.
+    fn unbind_rmr(&self, _rmr: RmrId) {}
 
     /// Creates transport resources of an EVD (verbs: a CQ for DTO EVDs).
     ///

@@ -8,9 +8,10 @@ use dat_core::types::{CompletionFlags, IaAttr, IovOwnership, NamedAttr, Provider
 
 use crate::params::VerbsParams;
 
-/// Largest private data on connect (rdma_cm over InfiniBand / RoCE: 56 bytes of a REQ are left
-/// after the rdma_cm header; accept and reject allow more, connect is the limit).
-pub const MAX_PRIVATE_DATA: u32 = 56;
+/// Largest private data of a connect, accept or reject: rdma_cm over InfiniBand / RoCE leaves
+/// 56 bytes of a REQ after its header (accept and reject allow more, connect is the limit),
+/// and the provider's framing takes one of them for the length (see the `cm` module).
+pub const MAX_PRIVATE_DATA: u32 = 55;
 
 /// What the IA reports of its device and port.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]

@@ -84,11 +84,44 @@ pub fn device_names() -> Result<Vec<String>, io::Error> {
     Ok(DeviceList::get()?.devices().map(|(_, n)| n).collect())
 }
 
-/// An open device context (`ibv_open_device`), closed on drop.
+/// librdmacm's device list (`rdma_get_devices`), released on drop. The contexts in it are
+/// librdmacm's own: an `rdma_cm_id` bound to the device uses exactly these, so PDs, CQs and
+/// QPs created on them can be attached to the id (`rdma_create_qp` requires it).
+#[derive(Debug)]
+struct CmDevices {
+    list: NonNull<*mut sys::ibv_context>,
+}
+
+// SAFETY: the list is only read (its entries are librdmacm's thread-safe contexts) and freed
+// once, in Drop.
+unsafe impl Send for CmDevices {}
+// SAFETY: as for Send.
+unsafe impl Sync for CmDevices {}
+
+impl Drop for CmDevices {
+    fn drop(&mut self) {
+        // SAFETY: the list came from rdma_get_devices and is freed once; every Context that
+        // borrows one of its entries holds an Arc of this list.
+        unsafe { sys::rdma_free_devices(self.list.as_ptr()) };
+    }
+}
+
+/// Who closes a [`Context`].
+#[derive(Debug)]
+enum Owner {
+    /// Ours, from `ibv_open_device`: closed on drop.
+    Opened,
+    /// librdmacm's: released with its list.
+    Cm(#[allow(dead_code)] Arc<CmDevices>),
+}
+
+/// An open device context, released on drop (`ibv_close_device` for one we opened; librdmacm's
+/// device list for one of librdmacm's).
 #[derive(Debug)]
 pub struct Context {
     ctx: NonNull<sys::ibv_context>,
     name: String,
+    owner: Owner,
 }
 
 // SAFETY: libibverbs contexts are thread-safe: every verb on a context may be called from any
@@ -128,7 +161,51 @@ impl Context {
         Ok(Context {
             ctx,
             name: dev_name,
+            owner: Owner::Opened,
         })
+    }
+
+    /// librdmacm's context of the device called `name` (`rdma_get_devices`): the one its
+    /// `rdma_cm_id`s use.
+    ///
+    /// # Errors
+    /// The errno of `rdma_get_devices` (ENODEV: no `/dev/infiniband/rdma_cm`), ENODEV when
+    /// librdmacm does not know the device.
+    pub fn rdma_cm(name: &str) -> io::Result<Context> {
+        let mut n: libc::c_int = 0;
+        // SAFETY: rdma_get_devices writes the count and returns a NULL-terminated array owned
+        // by us until rdma_free_devices (CmDevices' Drop), or NULL with errno set.
+        let list = unsafe { sys::rdma_get_devices(&mut n) };
+        let list = CmDevices {
+            list: NonNull::new(list).ok_or_else(io::Error::last_os_error)?,
+        };
+        let list = Arc::new(list);
+        for i in 0..usize::try_from(n).unwrap_or(0) {
+            // SAFETY: `i < n`, the array holds `n` contexts while the list lives.
+            let ctx = unsafe { *list.list.as_ptr().add(i) };
+            let Some(ctx) = NonNull::new(ctx) else {
+                continue;
+            };
+            // SAFETY: a live context of the list; its device and name outlive the list.
+            let dev_name = unsafe { sys::ibv_get_device_name((*ctx.as_ptr()).device) };
+            if dev_name.is_null() {
+                continue;
+            }
+            // SAFETY: non-null NUL-terminated string, compared at once.
+            if unsafe { CStr::from_ptr(dev_name) }.to_bytes() == name.as_bytes() {
+                return Ok(Context {
+                    ctx,
+                    name: name.to_owned(),
+                    owner: Owner::Cm(list),
+                });
+            }
+        }
+        Err(io::Error::from_raw_os_error(libc::ENODEV))
+    }
+
+    /// The raw context, for the wrappers of this crate.
+    pub fn as_ptr(&self) -> *mut sys::ibv_context {
+        self.ctx.as_ptr()
     }
 
     /// The device name.
@@ -180,6 +257,9 @@ impl Context {
 
 impl Drop for Context {
     fn drop(&mut self) {
+        if !matches!(self.owner, Owner::Opened) {
+            return;
+        }
         // SAFETY: the context was opened by ibv_open_device and is closed once; every PD holds
         // an Arc of this Context, so none is left when Drop runs.
         let rc = unsafe { sys::ibv_close_device(self.ctx.as_ptr()) };
@@ -215,6 +295,16 @@ impl Pd {
             ctx: ctx.clone(),
         })
     }
+
+    /// The raw PD.
+    pub fn as_ptr(&self) -> *mut sys::ibv_pd {
+        self.pd.as_ptr()
+    }
+
+    /// The context the PD lives on.
+    pub fn context(&self) -> &Arc<Context> {
+        &self.ctx
+    }
 }
 
 impl Drop for Pd {
@@ -228,7 +318,7 @@ impl Drop for Pd {
     }
 }
 
-fn errno_result(rc: libc::c_int) -> io::Result<()> {
+pub fn errno_result(rc: libc::c_int) -> io::Result<()> {
     match rc {
         0 => Ok(()),
         // Verbs return a positive errno; some return -1 with errno set.

@@ -5,15 +5,17 @@
 //!
 //! * [`params`]: the registry `params` (`device` + `port`, or `address` / `netdev`,
 //!   `gid_index`, limits).
-//! * `device`: RAII wrappers (context, PD) with a fixed teardown order; every `unsafe` block
-//!   says why it is sound.
+//! * `device`: the device list, contexts and PDs; `verbs`: completion channel, CQ, MR, memory
+//!   window, SRQ, and the pure DAT <-> verbs mappings; `cm`: librdmacm's event channel and ids
+//!   (with their QP) and the private-data framing. RAII wrappers with a fixed teardown order;
+//!   every `unsafe` block says why it is sound.
+//! * `ia`: the shared state of an open IA and its event thread (CM events, completions,
+//!   deadlines); `ep`: an endpoint's outstanding requests and posting; `transport`: the
+//!   `Transport` the facade calls.
 //! * [`attr`]: device and port attributes mapped to `IaAttr` / `ProviderAttr`.
 //!
-//! # Status
-//! Opening an IA finds the device, opens it, queries the device and the port and reports their
-//! attributes; protection zones are verbs PDs. Connection management (rdma_cm), memory
-//! registration, endpoints and the data path are not implemented yet: those calls return
-//! `DAT_NOT_IMPLEMENTED` (see the crate README).
+//! The design (threads, teardown order, the qualifier -> port mapping, the CM event and
+//! work-completion mappings) is described in the crate README.
 //!
 //! # Errors at open
 //! No kernel RDMA support, no device, an unknown device, a port the device lacks, or no
@@ -26,9 +28,13 @@ use dat_core::error::{DatError, ErrorType, Subtype};
 use dat_core::provider::{OpenError, OpenRequest, Provider, Transport};
 
 pub mod attr;
+mod cm;
 mod device;
+mod ep;
+mod ia;
 pub mod params;
 mod transport;
+mod verbs;
 
 pub use params::VerbsParams;
 

@@ -11,6 +11,8 @@
 //! | `max_dto_per_ep` | integer | device `max_qp_wr` | outstanding DTOs per EP queue (capped by the device) |
 //! | `max_evd_qlen` | integer | device `max_cqe` | events per EVD (capped by the device) |
 //! | `max_inline_data` | integer 0..=4096 | `64` | sends up to this size are posted inline |
+//! | `retry_count` | integer 0..=7 | `7` | transport retries of a request (`rdma_conn_param.retry_count`) |
+//! | `rnr_retry_count` | integer 0..=7 | `7` | receiver-not-ready retries; 7 retries forever, so a send waits for the peer's receive as DAT requires |
 //!
 //! `address` and `netdev` name the IA by its IP address, as OFA dapl's `ofa-v2-*` entries do
 //! (`"eth0 0"`); `device` and `port` name it by the verbs device, as `ofa-v2-scm-*` do
@@ -55,6 +57,10 @@ pub struct VerbsParams {
     pub max_evd_qlen: Option<u32>,
     /// Inline send threshold in bytes.
     pub max_inline_data: u32,
+    /// Transport retry count of a connection.
+    pub retry_count: u8,
+    /// RNR retry count of a connection (7: forever).
+    pub rnr_retry_count: u8,
 }
 
 impl Default for VerbsParams {
@@ -69,6 +75,8 @@ impl Default for VerbsParams {
             max_dto_per_ep: None,
             max_evd_qlen: None,
             max_inline_data: 64,
+            retry_count: 7,
+            rnr_retry_count: 7,
         }
     }
 }
@@ -84,6 +92,8 @@ pub const KEYS: &[&str] = &[
     "max_dto_per_ep",
     "max_evd_qlen",
     "max_inline_data",
+    "retry_count",
+    "rnr_retry_count",
 ];
 
 impl VerbsParams {
@@ -138,6 +148,8 @@ impl VerbsParams {
                 "max_dto_per_ep" => p.max_dto_per_ep = limit()?,
                 "max_evd_qlen" => p.max_evd_qlen = limit()?,
                 "max_inline_data" => p.max_inline_data = int(0, 4096)? as u32,
+                "retry_count" => p.retry_count = int(0, 7)? as u8,
+                "rnr_retry_count" => p.rnr_retry_count = int(0, 7)? as u8,
                 other => {
                     return Err(bad(
                         other,

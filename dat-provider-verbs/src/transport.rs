@@ -1,42 +1,47 @@
-//! The open IA (`Transport`): device context, PDs, attributes. Connection management and the
-//! data path are not implemented yet and return `DAT_NOT_IMPLEMENTED`.
+//! The open IA (`Transport`): opening the device, and every consumer call mapped onto the
+//! shared state of [`crate::ia`] (connection management on rdma_cm, the verbs data path).
 
-use std::collections::HashMap;
+use std::collections::BTreeMap;
 use std::io;
-use std::net::IpAddr;
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::net::{IpAddr, SocketAddr};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+use std::time::Instant;
 
 use dat_core::error::{DatError, DatResult, ErrorType, Subtype};
 use dat_core::mem::Buffer;
 use dat_core::provider::{
-    EpConfig, EpUpcalls, IaUpcalls, MemKeys, OpenError, SpUpcalls, SrqConfig, Transport,
-    WorkRequest,
+    CmFact, EpConfig, EpUpcalls, IaUpcalls, MemKeys, OpenError, PostOp, RmrBind, SpUpcalls,
+    SrqConfig, Transport, WorkRequest,
 };
 use dat_core::types::{
     CloseFlags, ConnQual, CrId, EpId, EvdFlags, EvdId, IaAddress, IaAttr, LmrId, MemPriv,
     ProviderAttr, PzId, SpId, SrqId, Timeout, VaType,
 };
 
-use crate::attr::{self, DeviceFacts};
+use crate::attr::{self, DeviceFacts, MAX_PRIVATE_DATA};
+use crate::cm::{CmId, frame};
 use crate::device::{self, Context, FindError, Pd};
+use crate::ep::{Ep, Pending, Phase, WR_BIND, WR_RECV, WR_SRQ, post_bind, post_recv, post_send};
+use crate::ia::{
+    GRACEFUL_LIMIT, Limits, RESOLVE_LIMIT, RESOLVE_MS, Shared, SrqSlot, lock, read, write,
+};
 use crate::not_found;
 use crate::params::{Locator, VerbsParams};
+use crate::verbs::{ACCESS_MW_BIND, Mr, Mw, Srq, access_flags, window_access};
 
 /// `IBV_PORT_ACTIVE`.
 const PORT_ACTIVE: u32 = 4;
 
-/// One open verbs IA. Fields drop in declaration order: PDs before the context.
+/// One open verbs IA: its attributes, the shared state and the event thread.
 pub struct VerbsIa {
     name: String,
     ia_attr: IaAttr,
     provider_attr: ProviderAttr,
-    pds: Mutex<HashMap<PzId, Pd>>,
-    ctx: Mutex<Option<Arc<Context>>>,
-    _upcalls: Arc<dyn IaUpcalls>,
-}
-
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|e| e.into_inner())
+    shared: Arc<Shared>,
+    thread: Mutex<Option<JoinHandle<()>>>,
+    closed: AtomicBool,
 }
 
 const SOFT_ROCE_HINT: &str =
@@ -165,7 +170,8 @@ fn facts(ctx: &Context, port: u8, p: &VerbsParams, at: &str) -> Result<DeviceFac
 }
 
 impl VerbsIa {
-    /// Finds and opens the device of `params`, queries it and its port.
+    /// Finds and opens the device of `params`, queries it and its port, and starts the event
+    /// thread.
     pub fn open(
         ia: &str,
         origin: &str,
@@ -181,39 +187,89 @@ impl VerbsIa {
                 (Some(dev), port, Some(*ip))
             }
         };
-        let ctx =
-            Arc::new(Context::open(device.as_deref()).map_err(|e| find_error(ia, origin, e))?);
-        let f = facts(&ctx, port, &params, &at)?;
+        let f = {
+            let probe = Context::open(device.as_deref()).map_err(|e| find_error(ia, origin, e))?;
+            facts(&probe, port, &params, &at)?
+        };
         if f.port_state != PORT_ACTIVE {
             tracing::warn!(
                 ia,
-                device = ctx.name(),
+                device = %f.device,
                 port,
                 state = f.port_state_name(),
                 "verbs port is not ACTIVE: connections will fail until it is"
             );
         }
-        tracing::debug!(
-            ia,
-            device = ctx.name(),
-            port,
-            link_layer = f.link_layer_name(),
-            "verbs IA open"
-        );
+        // PDs, CQs and QPs live on librdmacm's context of the device: rdma_create_qp requires
+        // the PD on the context of the rdma_cm_id (see the README's design note).
+        let ctx = Arc::new(Context::rdma_cm(&f.device).map_err(|e| {
+            not_found(format!(
+                "{at}: rdma_cm does not offer device `{}` (rdma_get_devices: {e}); load \
+                 `rdma_ucm`, {SOFT_ROCE_HINT}",
+                f.device
+            ))
+        })?);
+        let ia_attr = attr::ia_attr(ia, &f, &params, address);
+        let limits = Limits {
+            max_qp_rd_atom: f.max_qp_rd_atom,
+            max_qp_init_rd_atom: f.max_qp_init_rd_atom,
+            max_sge: f.max_sge,
+            max_qp_wr: f.max_qp_wr,
+            max_cqe: f.max_cqe,
+        };
+        let resources = |what: &str, e: io::Error| {
+            OpenError::new(
+                DatError::resources(Subtype::NoSubtype),
+                format!("{at}: {what} failed: {e}"),
+            )
+        };
+        let shared = Shared::new(ia, params, ia_attr.ia_address.ip(), limits, ctx, upcalls)
+            .map_err(|e| {
+                resources(
+                    "creating the rdma_cm event channel or completion channel",
+                    e,
+                )
+            })?;
+        let shared = Arc::new(shared);
+        let runner = shared.clone();
+        let thread = std::thread::Builder::new()
+            .name(format!("dat-verbs-{ia}"))
+            .spawn(move || runner.run())
+            .map_err(|e| resources("starting the event thread", e))?;
+        tracing::debug!(ia, device = %f.device, port, link_layer = f.link_layer_name(), "verbs IA open");
         Ok(VerbsIa {
             name: ia.to_owned(),
-            ia_attr: attr::ia_attr(ia, &f, &params, address),
+            ia_attr,
             provider_attr: attr::provider_attr(&f),
-            pds: Mutex::new(HashMap::new()),
-            ctx: Mutex::new(Some(ctx)),
-            _upcalls: upcalls,
+            shared,
+            thread: Mutex::new(Some(thread)),
+            closed: AtomicBool::new(false),
         })
+    }
+
+    fn ep(&self, ep: EpId) -> DatResult<Arc<Ep>> {
+        read(&self.shared.eps)
+            .get(&ep)
+            .cloned()
+            .ok_or_else(|| DatError::invalid_state(Subtype::NoSubtype))
     }
 }
 
-fn not_implemented(what: &str) -> DatError {
-    tracing::debug!(what, "verbs: not implemented yet");
-    DatError::NOT_IMPLEMENTED
+fn qual_unavailable() -> DatError {
+    DatError::new(ErrorType::ConnQualUnavailable, Subtype::NoSubtype)
+}
+
+fn gone() -> DatError {
+    DatError::new(
+        ErrorType::InvalidAddress,
+        Subtype::InvalidAddressUnreachable,
+    )
+}
+
+/// The rdma_cm port of a connection qualifier: qualifiers 1..=65535 are ports of the
+/// RDMA_PS_TCP port space (librdmacm's own, apart from the kernel's TCP ports).
+fn port_of(q: ConnQual) -> Option<u16> {
+    u16::try_from(q.0).ok().filter(|&p| p != 0)
 }
 
 impl Transport for VerbsIa {
@@ -226,105 +282,494 @@ impl Transport for VerbsIa {
     }
 
     fn create_pz(&self, pz: PzId) -> DatResult<()> {
-        let Some(ctx) = lock(&self.ctx).clone() else {
-            return Err(DatError::resources(Subtype::ResourceProtectionDomain));
-        };
-        let pd = Pd::alloc(&ctx).map_err(|e| {
+        let pd = Pd::alloc(&self.shared.ctx).map_err(|e| {
             tracing::warn!(ia = %self.name, error = %e, "ibv_alloc_pd failed");
             DatError::resources(Subtype::ResourceProtectionDomain)
         })?;
-        lock(&self.pds).insert(pz, pd);
+        write(&self.shared.pds).insert(pz, Arc::new(pd));
         Ok(())
     }
 
     fn free_pz(&self, pz: PzId) {
-        lock(&self.pds).remove(&pz);
+        write(&self.shared.pds).remove(&pz);
     }
 
     fn register(
         &self,
-        _lmr: LmrId,
-        _pz: PzId,
-        _buf: &Arc<Buffer>,
-        _privs: MemPriv,
+        lmr: LmrId,
+        pz: PzId,
+        buf: &Arc<Buffer>,
+        privs: MemPriv,
         _va_type: VaType,
     ) -> DatResult<Option<MemKeys>> {
-        Err(not_implemented("register"))
+        if buf.is_empty() {
+            return Err(DatError::invalid_arg(4));
+        }
+        if !MemPriv::all().contains(privs) {
+            return Err(DatError::invalid_arg(6));
+        }
+        let pd = read(&self.shared.pds)
+            .get(&pz)
+            .cloned()
+            .ok_or_else(|| DatError::invalid_handle(Subtype::InvalidHandlePz))?;
+        // Every MR may carry memory windows (`dat_rmr_bind`).
+        let mr = Mr::register(&pd, buf, access_flags(privs) | ACCESS_MW_BIND).map_err(|e| {
+            tracing::warn!(ia = %self.name, error = %e, len = buf.len(), "ibv_reg_mr failed");
+            DatError::resources(Subtype::ResourceMemoryRegion)
+        })?;
+        let (lkey, rkey) = mr.keys();
+        lock(&self.shared.mrs).insert(lmr, mr);
+        Ok(Some(MemKeys {
+            lmr_context: lkey,
+            rmr_context: privs.is_remote().then_some(rkey),
+        }))
     }
 
-    fn create_evd(&self, _evd: EvdId, flags: EvdFlags, _qlen: u32) -> DatResult<()> {
-        // Connection, CR, software and async events need no verbs object; a DTO EVD needs a
-        // CQ, which is not implemented yet.
+    fn deregister(&self, lmr: LmrId) {
+        lock(&self.shared.mrs).remove(&lmr);
+    }
+
+    fn bind_rmr(&self, b: &RmrBind) -> DatResult<Option<u32>> {
+        if b.va_type != VaType::Va {
+            return Err(DatError::new(
+                ErrorType::ModelNotSupported,
+                Subtype::NoSubtype,
+            ));
+        }
+        let ep = self.ep(b.ep)?;
+        let not_connected = || DatError::invalid_state(Subtype::StateEpDisconnected);
+        let region = || DatError::resources(Subtype::ResourceMemoryRegion);
+        // The previous window goes first: its key stops working at once.
+        lock(&self.shared.mws).remove(&b.rmr);
+        let (id, mw, rkey, cqs) = {
+            let mrs = lock(&self.shared.mrs);
+            let mr = mrs.get(&b.lmr).ok_or_else(region)?;
+            let mw = Mw::alloc(mr.pd()).map_err(|e| {
+                tracing::warn!(ia = %self.name, error = %e, "ibv_alloc_mw failed");
+                region()
+            })?;
+            let rkey = mw.next_rkey();
+            let mut st = lock(&ep.st);
+            let qp = st.cm.as_ref().map_or(std::ptr::null_mut(), CmId::qp);
+            if qp.is_null() || st.phase != Phase::Connected {
+                return Err(not_connected());
+            }
+            let id = self.shared.next_wr_id() & !(WR_SRQ | WR_RECV) | WR_BIND;
+            let range = (b.virtual_address, b.length, window_access(b.privs));
+            post_bind(qp, id, &mw, rkey, mr, range).map_err(|e| {
+                tracing::debug!(ia = %self.name, error = %e, "memory window bind post failed");
+                region()
+            })?;
+            st.binds.insert(id, None);
+            (id, mw, rkey, st.cqs.clone())
+        };
+        // The key is usable once the bind has executed: wait for its completion (driving
+        // the CQ here delivers whatever else completes meanwhile).
+        let until = Instant::now() + std::time::Duration::from_secs(10);
+        let status = loop {
+            if let Some(s) = lock(&ep.st).binds.get(&id).copied().flatten() {
+                break Some(s);
+            }
+            if Instant::now() >= until {
+                break None;
+            }
+            if !cqs.iter().any(|c| self.shared.poll_cq(c, false)) {
+                std::thread::yield_now();
+            }
+        };
+        lock(&ep.st).binds.remove(&id);
+        match status {
+            Some(dat_core::types::DtoStatus::Success) => {
+                lock(&self.shared.mws).insert(b.rmr, mw);
+                Ok(Some(rkey))
+            }
+            other => {
+                tracing::debug!(ia = %self.name, ?other, "memory window bind failed");
+                Err(not_connected())
+            }
+        }
+    }
+
+    fn unbind_rmr(&self, rmr: dat_core::types::RmrId) {
+        // Deallocating the window revokes its key.
+        lock(&self.shared.mws).remove(&rmr);
+    }
+
+    fn create_evd(&self, evd: EvdId, flags: EvdFlags, qlen: u32) -> DatResult<()> {
+        // Connection, CR, software and async events need no verbs object; a DTO EVD is a CQ.
         if flags.contains(EvdFlags::DTO) {
-            return Err(not_implemented("DTO EVD (CQ)"));
+            self.shared.add_cq(Some(evd), qlen).map_err(|e| {
+                tracing::warn!(ia = %self.name, error = %e, "ibv_create_cq failed");
+                DatError::resources(Subtype::ResourceTevd)
+            })?;
         }
         Ok(())
     }
 
-    fn create_ep(&self, _ep: EpId, _cfg: &EpConfig, _up: Arc<dyn EpUpcalls>) -> DatResult<()> {
-        Err(not_implemented("create_ep"))
+    fn free_evd(&self, evd: EvdId) {
+        self.shared.remove_cq(evd);
     }
 
-    fn modify_ep(&self, _ep: EpId, _cfg: &EpConfig) -> DatResult<()> {
-        Err(not_implemented("modify_ep"))
+    fn create_ep(&self, ep: EpId, cfg: &EpConfig, up: Arc<dyn EpUpcalls>) -> DatResult<()> {
+        let mut eps = write(&self.shared.eps);
+        if eps.len() >= self.ia_attr.max_eps as usize {
+            return Err(DatError::resources(Subtype::ResourceTep));
+        }
+        eps.insert(ep, Arc::new(Ep::new(ep, cfg.clone(), up)));
+        Ok(())
     }
 
-    fn reset_ep(&self, _ep: EpId) -> DatResult<()> {
-        Err(not_implemented("reset_ep"))
+    fn modify_ep(&self, ep: EpId, cfg: &EpConfig) -> DatResult<()> {
+        let ep = self.ep(ep)?;
+        lock(&ep.st).cfg = cfg.clone();
+        Ok(())
     }
 
-    fn free_ep(&self, _ep: EpId) {}
+    fn reset_ep(&self, ep: EpId) -> DatResult<()> {
+        let ep = self.ep(ep)?;
+        let cm = {
+            let mut st = lock(&ep.st);
+            let cm = self.shared.drop_cm(&mut st);
+            st.phase = Phase::Idle;
+            st.active = false;
+            st.deadline = None;
+            st.pdata.clear();
+            st.cqs.clear();
+            st.srq = None;
+            cm
+        };
+        // The QP is destroyed first; then what the hardware held can go.
+        drop(cm);
+        lock(&ep.st).forget_posted();
+        Ok(())
+    }
+
+    fn free_ep(&self, ep: EpId) {
+        let Some(ep) = write(&self.shared.eps).remove(&ep) else {
+            return;
+        };
+        let cm = {
+            let mut st = lock(&ep.st);
+            let live = st.phase.is_live();
+            let cm = self.shared.drop_cm(&mut st);
+            if live && let Some(cm) = &cm {
+                cm.disconnect();
+            }
+            st.phase = Phase::Done;
+            cm
+        };
+        drop(cm);
+        let mut st = lock(&ep.st);
+        st.forget_posted();
+        st.recvs.clear();
+        st.cqs.clear();
+        st.srq = None;
+    }
 
     fn connect(
         &self,
-        _ep: EpId,
-        _remote: IaAddress,
-        _qual: ConnQual,
-        _private_data: &[u8],
-        _timeout: Timeout,
+        ep: EpId,
+        remote: IaAddress,
+        qual: ConnQual,
+        private_data: &[u8],
+        timeout: Timeout,
     ) -> DatResult<()> {
-        Err(not_implemented("connect"))
+        if private_data.len() > MAX_PRIVATE_DATA as usize {
+            return Err(DatError::invalid_arg(5));
+        }
+        if remote.is_ipv4() != self.shared.ip.is_ipv4() {
+            return Err(DatError::new(
+                ErrorType::InvalidAddress,
+                Subtype::InvalidAddressUnsupported,
+            ));
+        }
+        let ep = self.ep(ep)?;
+        let Some(port) = port_of(qual) else {
+            // No rdma_cm port is that qualifier: nobody can listen on it.
+            lock(&ep.st).active = true;
+            self.shared
+                .fail_ep(&ep, CmFact::NonPeerRejected, false, false);
+            return Ok(());
+        };
+        let cm = CmId::new(&self.shared.events).map_err(|e| {
+            tracing::warn!(ia = %self.name, error = %e, "rdma_create_id failed");
+            DatError::resources(Subtype::ResourceTep)
+        })?;
+        let deadline = timeout.duration().map(|d| Instant::now() + d);
+        let mut st = lock(&ep.st);
+        st.active = true;
+        st.pdata = frame(private_data);
+        st.deadline = deadline;
+        st.resolve_by = Some(Instant::now() + RESOLVE_LIMIT);
+        st.phase = Phase::Resolving;
+        self.shared.own_ep(&cm, ep.id);
+        // RDMA does not run over the loopback interface: a loopback address names this host,
+        // that is this IA's own address (as rdma_cm itself maps loopback to a local device).
+        let ip = if remote.ip().is_loopback() {
+            self.shared.ip
+        } else {
+            remote.ip()
+        };
+        let dst = SocketAddr::new(ip, port);
+        let r = cm.resolve_addr(dst, RESOLVE_MS);
+        st.cm = Some(cm);
+        drop(st);
+        if let Err(e) = r {
+            tracing::debug!(ia = %self.name, %dst, error = %e, "rdma_resolve_addr failed");
+            self.shared.fail_ep(&ep, CmFact::Unreachable, false, false);
+        } else {
+            // The event thread sleeps until the earliest deadline: tell it about ours.
+            self.shared.wake();
+        }
+        Ok(())
     }
 
     fn listen(
         &self,
-        _sp: SpId,
-        _qual: Option<ConnQual>,
-        _upcalls: Arc<dyn SpUpcalls>,
+        sp: SpId,
+        qual: Option<ConnQual>,
+        upcalls: Arc<dyn SpUpcalls>,
     ) -> DatResult<ConnQual> {
-        Err(not_implemented("listen"))
+        let port = match qual {
+            Some(q) => port_of(q).ok_or_else(qual_unavailable)?,
+            None => 0,
+        };
+        let cm = CmId::new(&self.shared.events).map_err(|e| {
+            tracing::warn!(ia = %self.name, error = %e, "rdma_create_id failed");
+            DatError::resources(Subtype::NoSubtype)
+        })?;
+        cm.bind(SocketAddr::new(self.shared.ip, port))
+            .map_err(|e| match e.raw_os_error() {
+                Some(libc::EADDRINUSE) => {
+                    DatError::new(ErrorType::ConnQualInUse, Subtype::NoSubtype)
+                }
+                _ => {
+                    tracing::debug!(ia = %self.name, port, error = %e, "rdma_bind_addr failed");
+                    qual_unavailable()
+                }
+            })?;
+        cm.listen(64).map_err(|e| {
+            tracing::debug!(ia = %self.name, port, error = %e, "rdma_listen failed");
+            match e.raw_os_error() {
+                Some(libc::EADDRINUSE) => {
+                    DatError::new(ErrorType::ConnQualInUse, Subtype::NoSubtype)
+                }
+                _ => qual_unavailable(),
+            }
+        })?;
+        let bound = cm.local_addr().map_or(port, |a| a.port());
+        self.shared.add_listener(sp, cm, upcalls);
+        Ok(qual.unwrap_or(ConnQual(u64::from(bound))))
     }
 
-    fn unlisten(&self, _sp: SpId) {}
-
-    fn accept(&self, _cr: CrId, _ep: EpId, _private_data: &[u8]) -> DatResult<()> {
-        Err(not_implemented("accept"))
+    fn unlisten(&self, sp: SpId) {
+        self.shared.remove_listener(sp);
     }
 
-    fn reject(&self, _cr: CrId, _private_data: &[u8]) -> DatResult<()> {
-        Err(not_implemented("reject"))
+    fn accept(&self, cr: CrId, ep: EpId, private_data: &[u8]) -> DatResult<()> {
+        if private_data.len() > MAX_PRIVATE_DATA as usize {
+            return Err(DatError::invalid_arg(4));
+        }
+        let ep = self.ep(ep)?;
+        let pending = self.shared.take_cr(cr).ok_or_else(gone)?;
+        let mut cm = pending.cm;
+        let mut st = lock(&ep.st);
+        if let Err(e) = self.shared.attach_qp(&ep, &mut st, &mut cm) {
+            tracing::warn!(ia = %self.name, error = %e, "QP creation for accept failed");
+            drop(st);
+            let _ = cm.reject(&[]);
+            return Err(DatError::resources(Subtype::ResourceTep));
+        }
+        let a = &st.cfg.attr;
+        let p = self.shared.conn_params(
+            a.max_rdma_read_in,
+            a.max_rdma_read_out,
+            Some((pending.initiator_depth, pending.responder_resources)),
+        );
+        self.shared.own_ep(&cm, ep.id);
+        st.active = false;
+        st.phase = Phase::Accepting;
+        let r = cm.accept(p, &frame(private_data));
+        st.cm = Some(cm);
+        drop(st);
+        if let Err(e) = r {
+            tracing::debug!(ia = %self.name, error = %e, "rdma_accept failed");
+            self.shared
+                .fail_ep(&ep, CmFact::AcceptCompletionError, false, false);
+        }
+        Ok(())
     }
 
-    fn disconnect(&self, _ep: EpId, _flags: CloseFlags) -> DatResult<()> {
-        Err(not_implemented("disconnect"))
+    fn reject(&self, cr: CrId, private_data: &[u8]) -> DatResult<()> {
+        if private_data.len() > MAX_PRIVATE_DATA as usize {
+            return Err(DatError::invalid_arg(3));
+        }
+        if let Some(p) = self.shared.take_cr(cr)
+            && let Err(e) = p.cm.reject(&frame(private_data))
+        {
+            tracing::debug!(ia = %self.name, error = %e, "rdma_reject failed");
+        }
+        Ok(())
     }
 
-    fn post(&self, _ep: EpId, _wr: WorkRequest) -> DatResult<()> {
-        Err(not_implemented("post"))
+    fn disconnect(&self, ep: EpId, flags: CloseFlags) -> DatResult<()> {
+        let Ok(ep) = self.ep(ep) else {
+            return Ok(());
+        };
+        // A graceful disconnect of a connection with sends outstanding waits for them (at
+        // most GRACEFUL_LIMIT); otherwise rdma_disconnect moves the QP to the error state (as
+        // OFA dapl does): completions already made are delivered first, the rest is flushed.
+        let (phase, abort) = {
+            let mut st = lock(&ep.st);
+            if flags == CloseFlags::Graceful
+                && st.phase == Phase::Connected
+                && st.sends_outstanding()
+            {
+                if st.graceful_by.is_none() {
+                    st.graceful_by = Some(Instant::now() + GRACEFUL_LIMIT);
+                    drop(st);
+                    self.shared.wake();
+                }
+                return Ok(());
+            }
+            (
+                st.phase,
+                matches!(st.phase, Phase::Resolving | Phase::Connecting),
+            )
+        };
+        if matches!(phase, Phase::Closing | Phase::Done) {
+            return Ok(());
+        }
+        self.shared.fail_ep(
+            &ep,
+            CmFact::Disconnected,
+            true,
+            !abort && phase != Phase::Idle,
+        );
+        if abort {
+            let cm = self.shared.drop_cm(&mut lock(&ep.st));
+            drop(cm);
+        }
+        Ok(())
     }
 
-    fn create_srq(&self, _srq: SrqId, _cfg: &SrqConfig) -> DatResult<()> {
-        Err(not_implemented("create_srq"))
+    fn post(&self, ep: EpId, wr: WorkRequest) -> DatResult<()> {
+        let ep = self.ep(ep)?;
+        let recv = wr.op == PostOp::Recv;
+        let id = self.shared.next_wr_id() & !(WR_SRQ | WR_RECV);
+        let full = |e: io::Error| {
+            tracing::debug!(error = %e, "post failed");
+            match e.raw_os_error() {
+                Some(libc::ENOMEM) => DatError::resources(Subtype::NoSubtype),
+                _ => DatError::new(ErrorType::InternalError, Subtype::NoSubtype),
+            }
+        };
+        let mut st = lock(&ep.st);
+        let qp = st.cm.as_ref().map_or(std::ptr::null_mut(), CmId::qp);
+        if recv {
+            let id = id | WR_RECV;
+            let posted = !qp.is_null();
+            if posted {
+                post_recv(qp, None, id, &wr).map_err(full)?;
+            }
+            let p = Pending {
+                wr,
+                signaled: true,
+                posted,
+                reported: false,
+            };
+            st.recvs.insert(id, p);
+            return Ok(());
+        }
+        if qp.is_null() {
+            drop(st);
+            Shared::flush_now(&ep, &wr);
+            return Ok(());
+        }
+        // Inserted before the post: the completion may be polled by another thread at once
+        // (it waits for this lock).
+        let signaled = post_send(qp, id, &wr, st.max_inline).map_err(full)?;
+        st.sends.insert(
+            id,
+            Pending {
+                wr,
+                signaled,
+                posted: true,
+                reported: false,
+            },
+        );
+        Ok(())
     }
 
-    fn srq_post_recv(&self, _srq: SrqId, _wr: WorkRequest) -> DatResult<()> {
-        Err(not_implemented("srq_post_recv"))
+    fn create_srq(&self, srq: SrqId, cfg: &SrqConfig) -> DatResult<()> {
+        let pd = read(&self.shared.pds)
+            .get(&cfg.pz)
+            .cloned()
+            .ok_or_else(|| DatError::invalid_handle(Subtype::InvalidHandlePz))?;
+        let s = Srq::new(&pd, cfg.max_recv_dtos, cfg.max_recv_iov).map_err(|e| {
+            tracing::warn!(ia = %self.name, error = %e, "ibv_create_srq failed");
+            DatError::resources(Subtype::ResourceSrq)
+        })?;
+        write(&self.shared.srqs).insert(
+            srq,
+            Arc::new(SrqSlot {
+                srq: Arc::new(s),
+                wrs: Mutex::new(BTreeMap::new()),
+            }),
+        );
+        Ok(())
+    }
+
+    fn srq_post_recv(&self, srq: SrqId, wr: WorkRequest) -> DatResult<()> {
+        let slot = read(&self.shared.srqs)
+            .get(&srq)
+            .cloned()
+            .ok_or_else(|| DatError::invalid_state(Subtype::NoSubtype))?;
+        let id = self.shared.next_wr_id() | WR_SRQ | WR_RECV;
+        let mut wrs = lock(&slot.wrs);
+        post_recv(std::ptr::null_mut(), Some(slot.srq.as_ptr()), id, &wr).map_err(|e| {
+            tracing::debug!(error = %e, "ibv_post_srq_recv failed");
+            DatError::resources(Subtype::NoSubtype)
+        })?;
+        wrs.insert(id, wr);
+        Ok(())
+    }
+
+    fn free_srq(&self, srq: SrqId) {
+        write(&self.shared.srqs).remove(&srq);
+    }
+
+    fn progress(&self) -> bool {
+        self.shared.progress()
+    }
+
+    fn block(&self, timeout: std::time::Duration) -> bool {
+        self.shared.block(timeout)
+    }
+
+    fn unblock(&self) {
+        self.shared.unblock();
     }
 
     fn close(&self) {
-        // Fixed order: every PD, then the context.
-        lock(&self.pds).clear();
-        lock(&self.ctx).take();
+        if self.closed.swap(true, Ordering::AcqRel) {
+            return;
+        }
+        self.shared.request_stop();
+        let thread = lock(&self.thread).take();
+        // Never join from the event thread itself (a close from inside an upcall).
+        if let Some(t) = thread.filter(|t| t.thread().id() != std::thread::current().id())
+            && t.join().is_err()
+        {
+            tracing::error!(ia = %self.name, "verbs event thread panicked");
+        }
+        self.shared.close_all();
         tracing::debug!(ia = %self.name, "verbs IA closed");
+    }
+}
+
+impl Drop for VerbsIa {
+    fn drop(&mut self) {
+        self.close();
     }
 }

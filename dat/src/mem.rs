@@ -472,14 +472,39 @@ impl Rmr {
             return Ok(0);
         }
         let ia = &self.inner.pz.inner.ia;
-        let ctx = write(&ia.mem).bind_rmr_va(
-            self.inner.id,
+        let (rmr, lmr_context) = (self.inner.id, lmr.lmr_context());
+        // Validated first; a transport that binds windows itself (verbs) is asked only then,
+        // with no lock held, and its key installed.
+        let window = crate::sync::read(&ia.mem).check_bind(
+            rmr,
             pz,
-            lmr.lmr_context(),
+            lmr_context,
             &triplet,
             privs,
             va_type,
         )?;
+        let key = match &window {
+            None => {
+                ia.transport.unbind_rmr(rmr);
+                None
+            }
+            Some(_) => ia.transport.bind_rmr(&dat_core::provider::RmrBind {
+                rmr,
+                ep: ep.inner.id,
+                lmr: lmr.inner.id,
+                virtual_address: triplet.virtual_address,
+                length: u64::from(triplet.segment_length),
+                privs,
+                va_type,
+            })?,
+        };
+        let ctx = write(&ia.mem)
+            .bind_rmr_keyed(rmr, pz, lmr_context, &triplet, privs, va_type, key)
+            .inspect_err(|_| {
+                if key.is_some() {
+                    ia.transport.unbind_rmr(rmr);
+                }
+            })?;
         *crate::sync::lock(&self.inner.bound) = (triplet.segment_length != 0).then_some(ctx);
         complete(DtoStatus::Success);
         Ok(ctx)
@@ -505,6 +530,7 @@ impl Rmr {
         self.check()?;
         if !self.inner.freed.swap(true, Ordering::AcqRel) {
             write(&self.inner.pz.inner.ia.mem).unbind_rmr(self.inner.id);
+            self.inner.pz.inner.ia.transport.unbind_rmr(self.inner.id);
             self.inner.pz.inner.refs.fetch_sub(1, Ordering::AcqRel);
         }
         Ok(())

@@ -341,7 +341,10 @@ impl MemTable {
             Some((l, r)) => {
                 let taken =
                     |k: u32| k == 0 || self.lmrs.contains_key(&k) || self.rkeys.contains_key(&k);
-                if taken(l) || r.is_some_and(|r| r == l || taken(r)) {
+                // A transport's rkey may equal its lkey (mlx5 and rxe MRs use one key for
+                // both); the two live in separate maps, so only collisions with other
+                // registrations matter.
+                if taken(l) || r.is_some_and(|r| r != l && taken(r)) {
                     return Err(DatError::new(
                         crate::error::ErrorType::InternalError,
                         crate::error::Subtype::NoSubtype,
@@ -535,10 +538,89 @@ impl MemTable {
         privs: MemPriv,
         va_type: VaType,
     ) -> DatResult<u32> {
+        self.bind_rmr_keyed(rmr, pz, lmr_context, t, privs, va_type, None)
+    }
+
+    /// [`MemTable::bind_rmr_va`] with the key a transport made (a verbs memory window's
+    /// rkey) instead of one drawn from this table (`key == None`).
+    ///
+    /// # Errors
+    /// As [`MemTable::bind_rmr_va`], plus `DAT_INTERNAL_ERROR` if `key` is 0 or names a live
+    /// registration or window.
+    #[allow(clippy::too_many_arguments)]
+    pub fn bind_rmr_keyed(
+        &mut self,
+        rmr: RmrId,
+        pz: PzId,
+        lmr_context: u32,
+        t: &LmrTriplet,
+        privs: MemPriv,
+        va_type: VaType,
+        key: Option<u32>,
+    ) -> DatResult<u32> {
         if t.segment_length == 0 {
             self.unbind_rmr(rmr);
             return Ok(0);
         }
+        let mut window = self.window(rmr, pz, lmr_context, t, privs, va_type)?;
+        let key = match key {
+            Some(k) => {
+                let old = self.rmrs.get(&rmr).map(|b| b.rmr_context);
+                if k == 0 || (Some(k) != old && self.rkeys.contains_key(&k)) {
+                    return Err(DatError::new(
+                        crate::error::ErrorType::InternalError,
+                        crate::error::Subtype::NoSubtype,
+                    ));
+                }
+                k
+            }
+            // Drawn while the old key is still live, so the new one always differs from it.
+            None => self.fresh_key()?,
+        };
+        window.rmr_context = Some(key);
+        self.unbind_rmr(rmr);
+        self.rkeys.insert(key, Arc::new(window));
+        self.rmrs.insert(
+            rmr,
+            Binding {
+                rmr_context: key,
+                lmr_context,
+            },
+        );
+        Ok(key)
+    }
+
+    /// Validates a bind of `rmr` to `t` and returns the window it would make (no key yet),
+    /// without changing anything (a transport that binds windows itself is asked only for
+    /// binds that pass). A zero-length `t` is an unbind and gives `None`.
+    ///
+    /// # Errors
+    /// As [`MemTable::bind_rmr_va`].
+    pub fn check_bind(
+        &self,
+        rmr: RmrId,
+        pz: PzId,
+        lmr_context: u32,
+        t: &LmrTriplet,
+        privs: MemPriv,
+        va_type: VaType,
+    ) -> DatResult<Option<Region>> {
+        if t.segment_length == 0 {
+            return Ok(None);
+        }
+        self.window(rmr, pz, lmr_context, t, privs, va_type)
+            .map(Some)
+    }
+
+    fn window(
+        &self,
+        rmr: RmrId,
+        pz: PzId,
+        lmr_context: u32,
+        t: &LmrTriplet,
+        privs: MemPriv,
+        va_type: VaType,
+    ) -> DatResult<Region> {
         if !KNOWN_PRIVS.contains(privs) {
             return Err(DatError::invalid_arg(4));
         }
@@ -572,7 +654,7 @@ impl MemTable {
                 .ok_or(DatError::invalid_arg(2))?,
             VaType::ZeroBased => 0,
         };
-        let mut window = Region {
+        Ok(Region {
             pz,
             buf: Arc::clone(&lmr.buf),
             offset,
@@ -584,20 +666,7 @@ impl MemTable {
             rmr_context: None,
             lmr: lmr.lmr,
             rmr: Some(rmr),
-        };
-        // Drawn while the old key is still live, so the new one always differs from it.
-        let key = self.fresh_key()?;
-        window.rmr_context = Some(key);
-        self.unbind_rmr(rmr);
-        self.rkeys.insert(key, Arc::new(window));
-        self.rmrs.insert(
-            rmr,
-            Binding {
-                rmr_context: key,
-                lmr_context,
-            },
-        );
-        Ok(key)
+        })
     }
 
     /// Unbinds RMR `rmr` (also what `dat_rmr_free` does): its `rmr_context` stops working.

@@ -371,3 +371,124 @@ fn rmr_bind_errors_leave_the_existing_binding() {
         .is_ok()
     );
 }
+
+#[test]
+fn transport_keys_may_share_lkey_and_rkey_but_not_collide() {
+    let mut t = MemTable::with_seed(9);
+    let all = MemPriv::LOCAL_WRITE | MemPriv::REMOTE_WRITE;
+    // One key for both, as verbs MRs on rxe and mlx5 have.
+    let r = t
+        .register_with_keys(LmrId(1), PZ, buf64(), all, VaType::Va, 0x100, Some(0x100))
+        .unwrap();
+    assert_eq!((r.lmr_context, r.rmr_context), (0x100, Some(0x100)));
+    assert!(
+        t.remote(PZ, 0x100, r.start, 8, MemPriv::REMOTE_WRITE)
+            .is_ok()
+    );
+    // Another registration may not reuse a live key, either side.
+    let internal = DatError::new(
+        crate::error::ErrorType::InternalError,
+        crate::error::Subtype::NoSubtype,
+    );
+    for (l, r) in [(0x100, Some(0x200)), (0x200, Some(0x100)), (0, None)] {
+        let e = t
+            .register_with_keys(LmrId(2), PZ, buf64(), all, VaType::Va, l, r)
+            .unwrap_err();
+        assert_eq!(e, internal, "{l:#x} {r:?}");
+    }
+    t.deregister(0x100).unwrap();
+    assert!(
+        t.remote(PZ, 0x100, r.start, 8, MemPriv::REMOTE_WRITE)
+            .is_err()
+    );
+}
+
+#[test]
+fn windows_with_transport_keys() {
+    let mut t = MemTable::with_seed(10);
+    let lmr = t
+        .register(
+            LmrId(1),
+            PZ,
+            buf64(),
+            RW | MemPriv::REMOTE_WRITE,
+            VaType::Va,
+        )
+        .unwrap();
+    let (rmr, lc, start) = (RmrId(7), lmr.lmr_context, lmr.start);
+    let win = trip(start + 8, 16, lc);
+    // Validation alone changes nothing; a zero length is an unbind.
+    let w = t
+        .check_bind(rmr, PZ, lc, &win, MemPriv::REMOTE_WRITE, VaType::Va)
+        .unwrap()
+        .unwrap();
+    assert_eq!((w.start, w.len), (start + 8, 16));
+    assert_eq!(t.bound_rmrs(), 0);
+    assert!(
+        t.check_bind(
+            rmr,
+            PZ,
+            lc,
+            &trip(start, 0, lc),
+            MemPriv::REMOTE_WRITE,
+            VaType::Va
+        )
+        .unwrap()
+        .is_none()
+    );
+    assert_eq!(
+        t.check_bind(rmr, OTHER_PZ, lc, &win, MemPriv::REMOTE_WRITE, VaType::Va)
+            .unwrap_err(),
+        DatError::invalid_arg(4)
+    );
+    // The transport's key is the window's key, and only inside the window.
+    let k = t
+        .bind_rmr_keyed(
+            rmr,
+            PZ,
+            lc,
+            &win,
+            MemPriv::REMOTE_WRITE,
+            VaType::Va,
+            Some(0xABC0_0101),
+        )
+        .unwrap();
+    assert_eq!(k, 0xABC0_0101);
+    assert!(
+        t.remote(PZ, k, start + 8, 16, MemPriv::REMOTE_WRITE)
+            .is_ok()
+    );
+    assert!(t.remote(PZ, k, start, 8, MemPriv::REMOTE_WRITE).is_err());
+    // A key in use elsewhere is refused; rebinding with the same key is allowed.
+    assert_eq!(
+        t.bind_rmr_keyed(
+            RmrId(8),
+            PZ,
+            lc,
+            &win,
+            MemPriv::REMOTE_WRITE,
+            VaType::Va,
+            Some(k)
+        )
+        .unwrap_err()
+        .kind(),
+        crate::error::ErrorType::InternalError
+    );
+    assert_eq!(
+        t.bind_rmr_keyed(
+            rmr,
+            PZ,
+            lc,
+            &win,
+            MemPriv::REMOTE_WRITE,
+            VaType::Va,
+            Some(k)
+        ),
+        Ok(k)
+    );
+    t.unbind_rmr(rmr);
+    assert!(
+        t.remote(PZ, k, start + 8, 16, MemPriv::REMOTE_WRITE)
+            .is_err()
+    );
+}

@@ -1,0 +1,776 @@
+//! The shared state of one open IA and its event thread.
+//!
+//! # Threads and waiting
+//! Each IA has one thread that sleeps in `poll(2)` on three descriptors: the IA's rdma_cm
+//! event channel (every `rdma_cm_id` of the IA is on it), the IA's completion channel (every
+//! CQ of the IA is on it), and an eventfd that wakes it for a new deadline or at close. It
+//! handles CM events, fires deadlines, and delivers completions while no application thread
+//! does. Application threads poll CQs themselves in [`Shared::progress`] (no system call:
+//! `ibv_poll_cq` runs in user space) and sleep in [`Shared::block`] on the completion channel;
+//! while they poll, the event thread leaves the CQs unarmed (see `events`).
+//!
+//! # Locks
+//! Order: a CQ's lock, then an endpoint's lock. Completions are delivered holding their CQ's
+//! lock (so they stay in CQ order whoever polls) but never an endpoint's lock; connection
+//! facts are delivered with no lock held. No upcall calls back into the transport.
+
+use std::collections::HashMap;
+use std::net::IpAddr;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError, RwLock};
+use std::time::Instant;
+
+use dat_core::provider::{CmFact, Completion, IaUpcalls, SpUpcalls};
+use dat_core::types::{CrId, DtoStatus, EpId, EvdId, PzId, SpId, SrqId};
+use rdma_sys as sys;
+
+use crate::cm::{CmId, ConnParams, EventChannel, QpCaps};
+use crate::device::{Context, Pd};
+use crate::ep::{Ep, EpSt, Phase, WR_BIND, WR_RECV, WR_SRQ, post_recv};
+use crate::params::VerbsParams;
+use crate::verbs::{CompChannel, Cq, Mr, Mw, Srq, dto_status, empty_wc};
+
+mod events;
+
+pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+pub(crate) fn read<T>(m: &RwLock<T>) -> std::sync::RwLockReadGuard<'_, T> {
+    m.read().unwrap_or_else(PoisonError::into_inner)
+}
+
+pub(crate) fn write<T>(m: &RwLock<T>) -> std::sync::RwLockWriteGuard<'_, T> {
+    m.write().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// Milliseconds rdma_cm gets to resolve an address, then a route.
+pub const RESOLVE_MS: i32 = 2000;
+
+/// An application thread that polled within this is still polling: the event thread leaves
+/// the CQs unarmed (no interrupt, no wake-up per completion) and looks again after this.
+pub const APP_IDLE: std::time::Duration = std::time::Duration::from_millis(2);
+
+fn eventfd() -> std::io::Result<OwnedFd> {
+    // SAFETY: eventfd takes no pointers; the descriptor is owned by the OwnedFd below.
+    let fd = unsafe { libc::eventfd(0, libc::EFD_NONBLOCK | libc::EFD_CLOEXEC) };
+    if fd < 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    // SAFETY: `fd` is a fresh descriptor nobody else owns.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+}
+
+fn signal(fd: &OwnedFd) {
+    signal_raw(fd.as_raw_fd());
+}
+
+fn signal_raw(fd: RawFd) {
+    let one: u64 = 1;
+    // SAFETY: writes 8 bytes from a live u64 to an eventfd that stays open while it is
+    // registered (a waiter's, removed under the same lock before its thread can close it).
+    let _ = unsafe { libc::write(fd, (&one as *const u64).cast(), 8) };
+}
+
+/// The longest a waiter sleeps in [`Shared::block`] before it looks at its queue again (a
+/// safety net for an unblock that came before it registered).
+pub const BLOCK_CAP: std::time::Duration = std::time::Duration::from_millis(20);
+
+thread_local! {
+    /// The eventfd this thread sleeps on in [`Shared::block`] (`None` if it could not be made:
+    /// the thread then sleeps at most [`BLOCK_CAP`] at a time).
+    static WAITER_FD: Option<OwnedFd> = eventfd().ok();
+}
+
+pub(crate) fn drain_eventfd(fd: &OwnedFd) {
+    let mut v: u64 = 0;
+    // SAFETY: reads 8 bytes into a live u64 from our non-blocking eventfd.
+    let _ = unsafe { libc::read(fd.as_raw_fd(), (&mut v as *mut u64).cast(), 8) };
+}
+
+/// How long a graceful disconnect waits for the sends outstanding (a send the peer has no
+/// receive for waits forever at RNR retry count 7) before it disconnects anyway.
+pub const GRACEFUL_LIMIT: std::time::Duration = std::time::Duration::from_secs(4);
+
+/// How long address and route resolution may take together before the provider reports the
+/// peer unreachable itself (rdma_cm does not always report an address it has no route to).
+pub const RESOLVE_LIMIT: std::time::Duration = std::time::Duration::from_millis(3 * 2000);
+
+/// A CQ and the lock its pollers take.
+pub struct CqSlot {
+    /// The CQ.
+    pub cq: Arc<Cq>,
+    poll: Mutex<()>,
+}
+
+/// An SRQ and the receives posted to it.
+pub struct SrqSlot {
+    /// The SRQ.
+    pub srq: Arc<Srq>,
+    /// Receives by `wr_id`.
+    pub wrs: Mutex<std::collections::BTreeMap<u64, dat_core::provider::WorkRequest>>,
+}
+
+/// Who owns an `rdma_cm_id`.
+#[derive(Clone, Copy, Debug)]
+enum Owner {
+    Ep(EpId),
+    Listener(SpId),
+    Cr(#[allow(dead_code)] CrId),
+}
+
+/// A listening service point.
+pub struct Listener {
+    cm: CmId,
+    upcalls: Arc<dyn SpUpcalls>,
+}
+
+/// A connection request between CONNECT_REQUEST and the consumer's accept or reject.
+pub struct CrPending {
+    /// The request's id.
+    pub cm: CmId,
+    /// The requester's `initiator_depth` (bounds our responder resources).
+    pub initiator_depth: u8,
+    /// The requester's `responder_resources` (bounds our initiator depth).
+    pub responder_resources: u8,
+}
+
+/// Device limits the data path needs.
+#[derive(Clone, Copy, Debug)]
+pub struct Limits {
+    /// `max_qp_rd_atom`.
+    pub max_qp_rd_atom: u32,
+    /// `max_qp_init_rd_atom`.
+    pub max_qp_init_rd_atom: u32,
+    /// `max_sge`.
+    pub max_sge: u32,
+    /// `max_qp_wr`.
+    pub max_qp_wr: u32,
+    /// `max_cqe`.
+    pub max_cqe: u32,
+}
+
+/// State shared by the transport, its thread and application threads.
+pub struct Shared {
+    pub(crate) name: String,
+    pub(crate) params: VerbsParams,
+    pub(crate) ip: IpAddr,
+    pub(crate) limits: Limits,
+    pub(crate) ctx: Arc<Context>,
+    upcalls: Arc<dyn IaUpcalls>,
+    pub(crate) events: Arc<EventChannel>,
+    pub(crate) comp: Arc<CompChannel>,
+    wake: OwnedFd,
+    /// The eventfds of the threads asleep in [`Shared::block`].
+    waiters: Mutex<Vec<RawFd>>,
+    /// [`Shared::unblock`] calls so far.
+    unblocks: AtomicU64,
+    pub(crate) stop: AtomicBool,
+    epoch: Instant,
+    /// When an application thread last polled (ns since `epoch`).
+    last_progress: AtomicU64,
+    /// Application threads asleep in [`Shared::block`].
+    blocked: AtomicU32,
+    /// The event thread armed every CQ and nobody has taken their events since.
+    armed: AtomicBool,
+    pub(crate) pds: RwLock<HashMap<PzId, Arc<Pd>>>,
+    pub(crate) mrs: Mutex<HashMap<dat_core::types::LmrId, Mr>>,
+    pub(crate) mws: Mutex<HashMap<dat_core::types::RmrId, Mw>>,
+    pub(crate) cqs: RwLock<HashMap<EvdId, Arc<CqSlot>>>,
+    /// The CQs as a list progress can hold without a lock.
+    snapshot: RwLock<Arc<[Arc<CqSlot>]>>,
+    /// The CQ of a QP queue whose EVD is not given.
+    null_cq: Mutex<Option<Arc<CqSlot>>>,
+    pub(crate) srqs: RwLock<HashMap<SrqId, Arc<SrqSlot>>>,
+    pub(crate) eps: RwLock<HashMap<EpId, Arc<Ep>>>,
+    by_qpn: RwLock<HashMap<u32, Arc<Ep>>>,
+    ids: Mutex<HashMap<usize, Owner>>,
+    pub(crate) listeners: Mutex<HashMap<SpId, Listener>>,
+    pub(crate) crs: Mutex<HashMap<CrId, CrPending>>,
+    next_wr: AtomicU64,
+    next_cr: AtomicU32,
+    next_tag: AtomicU64,
+}
+
+/// A CQ tag: unique per CQ (not the EVD id, which the null CQ lacks).
+fn tag_of(n: u64) -> usize {
+    usize::try_from(n).unwrap_or(usize::MAX)
+}
+
+impl Shared {
+    /// Creates the channels and the shared state; the caller starts [`Shared::run`].
+    ///
+    /// # Errors
+    /// The errno of the channel or eventfd creation.
+    pub fn new(
+        name: &str,
+        params: VerbsParams,
+        ip: IpAddr,
+        limits: Limits,
+        ctx: Arc<Context>,
+        upcalls: Arc<dyn IaUpcalls>,
+    ) -> std::io::Result<Shared> {
+        let events = Arc::new(EventChannel::new()?);
+        let comp = Arc::new(CompChannel::new(&ctx)?);
+        let wake = eventfd()?;
+        Ok(Shared {
+            name: name.to_owned(),
+            params,
+            ip,
+            limits,
+            ctx,
+            upcalls,
+            events,
+            comp,
+            wake,
+            waiters: Mutex::new(Vec::new()),
+            unblocks: AtomicU64::new(0),
+            stop: AtomicBool::new(false),
+            epoch: Instant::now(),
+            last_progress: AtomicU64::new(0),
+            blocked: AtomicU32::new(0),
+            armed: AtomicBool::new(false),
+            pds: RwLock::new(HashMap::new()),
+            mrs: Mutex::new(HashMap::new()),
+            mws: Mutex::new(HashMap::new()),
+            cqs: RwLock::new(HashMap::new()),
+            snapshot: RwLock::new(Arc::from(Vec::new())),
+            null_cq: Mutex::new(None),
+            srqs: RwLock::new(HashMap::new()),
+            eps: RwLock::new(HashMap::new()),
+            by_qpn: RwLock::new(HashMap::new()),
+            ids: Mutex::new(HashMap::new()),
+            listeners: Mutex::new(HashMap::new()),
+            crs: Mutex::new(HashMap::new()),
+            next_wr: AtomicU64::new(1),
+            next_cr: AtomicU32::new(1),
+            next_tag: AtomicU64::new(1),
+        })
+    }
+
+    /// Wakes the event thread (a new deadline, CQs to re-arm, or close).
+    pub fn wake(&self) {
+        signal(&self.wake);
+    }
+
+    /// Ends every [`Shared::block`] in progress (and one about to start).
+    pub fn unblock(&self) {
+        self.unblocks.fetch_add(1, Ordering::AcqRel);
+        for &fd in lock(&self.waiters).iter() {
+            signal_raw(fd);
+        }
+    }
+
+    fn now_ns(&self) -> u64 {
+        u64::try_from(self.epoch.elapsed().as_nanos()).unwrap_or(u64::MAX)
+    }
+
+    /// True while an application thread drives the CQs itself: it polled within
+    /// [`APP_IDLE`], or it sleeps in [`Shared::block`] (which armed them).
+    pub(crate) fn app_active(&self) -> bool {
+        self.blocked.load(Ordering::Acquire) > 0
+            || self
+                .now_ns()
+                .saturating_sub(self.last_progress.load(Ordering::Relaxed))
+                < APP_IDLE.as_nanos() as u64
+    }
+
+    /// Whether the event thread's CQs are armed.
+    pub(crate) fn armed(&self) -> &AtomicBool {
+        &self.armed
+    }
+
+    /// Arms every CQ (`ibv_req_notify_cq`); the caller drains them after.
+    pub(crate) fn arm_all(&self) {
+        let list = read(&self.snapshot).clone();
+        for slot in list.iter() {
+            if let Err(e) = slot.cq.arm() {
+                tracing::warn!(ia = %self.name, error = %e, "ibv_req_notify_cq failed");
+            }
+        }
+    }
+
+    /// Polls every CQ, waiting for a CQ another thread is polling.
+    pub(crate) fn drain_all(&self) -> bool {
+        let list = read(&self.snapshot).clone();
+        let mut any = false;
+        for slot in list.iter() {
+            any |= self.poll_cq(slot, true);
+        }
+        any
+    }
+
+    /// Sleeps on the completion channel for at most `timeout` (the waiter's own arm, so a
+    /// completion wakes it directly), then delivers what has completed.
+    ///
+    /// Each waiting thread sleeps on an eventfd of its own, registered while it sleeps, and
+    /// [`Shared::unblock`] signals every one: waiters on different EVDs of the IA never take
+    /// each other's wake-up. An unblock that comes between the facade's last look at its queue
+    /// and the registration is caught by a counter, and the sleep is capped at
+    /// [`BLOCK_CAP`] in case it came even before that.
+    pub fn block(&self, timeout: std::time::Duration) -> bool {
+        let seen = self.unblocks.load(Ordering::Acquire);
+        let fd = WAITER_FD.with(|f| f.as_ref().map(AsRawFd::as_raw_fd));
+        self.blocked.fetch_add(1, Ordering::AcqRel);
+        if let Some(fd) = fd {
+            lock(&self.waiters).push(fd);
+        }
+        self.arm_all();
+        if !self.drain_all() && self.unblocks.load(Ordering::Acquire) == seen {
+            let ms = timeout.min(BLOCK_CAP).as_millis().saturating_add(1);
+            let ms = i32::try_from(ms).unwrap_or(i32::MAX);
+            let mut fds = [
+                libc::pollfd {
+                    fd: self.comp.fd(),
+                    events: libc::POLLIN,
+                    revents: 0,
+                },
+                libc::pollfd {
+                    // A negative descriptor is ignored by poll(2).
+                    fd: fd.unwrap_or(-1),
+                    events: libc::POLLIN,
+                    revents: 0,
+                },
+            ];
+            // SAFETY: `fds` is a live array of two pollfd for the call.
+            unsafe { libc::poll(fds.as_mut_ptr(), 2, ms) };
+            if fds[1].revents != 0 {
+                WAITER_FD.with(|f| {
+                    if let Some(f) = f {
+                        drain_eventfd(f);
+                    }
+                });
+            }
+            while self.comp.take_event().is_some() {}
+            self.drain_all();
+        }
+        if let Some(fd) = fd {
+            lock(&self.waiters).retain(|&w| w != fd);
+        }
+        self.last_progress.store(self.now_ns(), Ordering::Relaxed);
+        self.blocked.fetch_sub(1, Ordering::AcqRel);
+        // The channel's events were taken here: the event thread must arm again once the
+        // application goes quiet (unarmed, it looks every APP_IDLE by itself).
+        if self.armed.swap(false, Ordering::AcqRel) {
+            self.wake();
+        }
+        true
+    }
+
+    /// A fresh `wr_id` (posting order is key order).
+    pub fn next_wr_id(&self) -> u64 {
+        self.next_wr.fetch_add(1, Ordering::Relaxed)
+    }
+
+    /// Creates a CQ for a DTO EVD.
+    ///
+    /// # Errors
+    /// The errno of `ibv_create_cq`.
+    pub fn add_cq(&self, evd: Option<EvdId>, qlen: u32) -> std::io::Result<Arc<CqSlot>> {
+        // Room for every event the EVD may hold plus the flushes of a teardown.
+        let cqe = qlen
+            .saturating_mul(2)
+            .max(256)
+            .min(self.limits.max_cqe.max(1));
+        let tag = tag_of(self.next_tag.fetch_add(1, Ordering::Relaxed));
+        let slot = Arc::new(CqSlot {
+            cq: Arc::new(Cq::new(&self.ctx, &self.comp, cqe, tag)?),
+            poll: Mutex::new(()),
+        });
+        if let Some(evd) = evd {
+            write(&self.cqs).insert(evd, slot.clone());
+        }
+        self.refresh_snapshot();
+        Ok(slot)
+    }
+
+    fn refresh_snapshot(&self) {
+        let mut v: Vec<Arc<CqSlot>> = read(&self.cqs).values().cloned().collect();
+        if let Some(n) = lock(&self.null_cq).clone() {
+            v.push(n);
+        }
+        *write(&self.snapshot) = Arc::from(v);
+    }
+
+    /// Releases the CQ of an EVD (QPs still on it keep it alive).
+    pub fn remove_cq(&self, evd: EvdId) {
+        write(&self.cqs).remove(&evd);
+        self.refresh_snapshot();
+    }
+
+    /// The CQ of `evd`, or the IA's spare CQ for a queue without an EVD.
+    ///
+    /// # Errors
+    /// The errno of creating the spare CQ.
+    pub fn cq_for(&self, evd: Option<EvdId>) -> std::io::Result<Arc<CqSlot>> {
+        if let Some(c) = evd.and_then(|e| read(&self.cqs).get(&e).cloned()) {
+            return Ok(c);
+        }
+        let mut n = lock(&self.null_cq);
+        if let Some(c) = n.as_ref() {
+            return Ok(c.clone());
+        }
+        let tag = tag_of(self.next_tag.fetch_add(1, Ordering::Relaxed));
+        let slot = Arc::new(CqSlot {
+            cq: Arc::new(Cq::new(&self.ctx, &self.comp, 256, tag)?),
+            poll: Mutex::new(()),
+        });
+        *n = Some(slot.clone());
+        drop(n);
+        self.refresh_snapshot();
+        Ok(slot)
+    }
+
+    /// Remembers who owns the id `key`.
+    fn own(&self, key: usize, owner: Owner) {
+        lock(&self.ids).insert(key, owner);
+    }
+
+    /// Forgets the id `key`.
+    pub fn disown(&self, key: usize) {
+        lock(&self.ids).remove(&key);
+    }
+
+    /// Records `cm` as the id of endpoint `ep`.
+    pub fn own_ep(&self, cm: &CmId, ep: EpId) {
+        self.own(cm.key(), Owner::Ep(ep));
+    }
+
+    /// Records `cm` as the id of listener `sp`.
+    pub fn own_listener(&self, cm: &CmId, sp: SpId) {
+        self.own(cm.key(), Owner::Listener(sp));
+    }
+
+    /// Connection parameters for an endpoint whose attributes ask for `read_in` / `read_out`
+    /// outstanding RDMA reads, bounded by the device and by `peer` (its initiator depth and
+    /// responder resources, on the passive side).
+    pub fn conn_params(&self, read_in: u32, read_out: u32, peer: Option<(u8, u8)>) -> ConnParams {
+        let cap = |v: u32, dev: u32| u8::try_from(v.min(dev)).unwrap_or(u8::MAX);
+        let mut p = ConnParams {
+            responder_resources: cap(read_in, self.limits.max_qp_rd_atom),
+            initiator_depth: cap(read_out, self.limits.max_qp_init_rd_atom),
+            retry_count: self.params.retry_count,
+            rnr_retry_count: self.params.rnr_retry_count,
+        };
+        if let Some((peer_depth, peer_resources)) = peer {
+            p.responder_resources = p.responder_resources.min(peer_depth);
+            p.initiator_depth = p.initiator_depth.min(peer_resources);
+        }
+        p
+    }
+
+    /// Creates the QP of `ep` on `cm` and posts the receives waiting for it.
+    ///
+    /// # Errors
+    /// The errno of a CQ or QP creation or of a post.
+    pub fn attach_qp(&self, ep: &Arc<Ep>, st: &mut EpSt, cm: &mut CmId) -> std::io::Result<()> {
+        let cfg = &st.cfg;
+        let pd = cfg
+            .pz
+            .and_then(|p| read(&self.pds).get(&p).cloned())
+            .ok_or_else(|| std::io::Error::from_raw_os_error(libc::EINVAL))?;
+        let send = self.cq_for(cfg.request_evd)?;
+        let recv = self.cq_for(cfg.recv_evd)?;
+        let srq = cfg.srq.and_then(|s| read(&self.srqs).get(&s).cloned());
+        let a = &cfg.attr;
+        let sge = a
+            .max_request_iov
+            .max(a.max_rdma_read_iov)
+            .max(a.max_rdma_write_iov)
+            .min(self.limits.max_sge);
+        let caps = QpCaps {
+            max_send_wr: a.max_request_dtos.min(self.limits.max_qp_wr),
+            max_recv_wr: a.max_recv_dtos.min(self.limits.max_qp_wr),
+            max_send_sge: sge,
+            max_recv_sge: a.max_recv_iov.min(self.limits.max_sge),
+            max_inline_data: self.params.max_inline_data,
+        };
+        let got = cm.create_qp(&pd, &send.cq, &recv.cq, srq.as_ref().map(|s| &s.srq), caps)?;
+        st.max_inline = got.max_inline_data;
+        st.cqs = vec![send, recv];
+        st.srq = srq;
+        if let Some(qpn) = cm.qp_num() {
+            write(&self.by_qpn).insert(qpn, ep.clone());
+        }
+        let qp = cm.qp();
+        for (&id, p) in st.recvs.iter_mut().filter(|(_, p)| !p.posted) {
+            post_recv(qp, None, id, &p.wr)?;
+            p.posted = true;
+        }
+        Ok(())
+    }
+
+    /// Destroys the id and QP of an endpoint (after its terminal fact) and forgets what the
+    /// hardware held.
+    pub fn drop_cm(&self, st: &mut EpSt) -> Option<CmId> {
+        let cm = st.cm.take()?;
+        if let Some(qpn) = cm.qp_num() {
+            write(&self.by_qpn).remove(&qpn);
+        }
+        self.disown(cm.key());
+        Some(cm)
+    }
+
+    /// Polls every CQ once without blocking; true if anything was delivered.
+    pub fn progress(&self) -> bool {
+        self.last_progress.store(self.now_ns(), Ordering::Relaxed);
+        let list = read(&self.snapshot).clone();
+        let mut any = false;
+        for slot in list.iter() {
+            any |= self.poll_cq(slot, false);
+        }
+        any
+    }
+
+    /// Polls `slot` until it is empty and delivers its completions. With `wait` false a CQ
+    /// another thread is polling is skipped.
+    pub fn poll_cq(&self, slot: &CqSlot, wait: bool) -> bool {
+        let _g = if wait {
+            lock(&slot.poll)
+        } else {
+            match slot.poll.try_lock() {
+                Ok(g) => g,
+                Err(std::sync::TryLockError::Poisoned(p)) => p.into_inner(),
+                Err(std::sync::TryLockError::WouldBlock) => return false,
+            }
+        };
+        let mut wcs = [
+            empty_wc(),
+            empty_wc(),
+            empty_wc(),
+            empty_wc(),
+            empty_wc(),
+            empty_wc(),
+            empty_wc(),
+            empty_wc(),
+        ];
+        let mut any = false;
+        loop {
+            let n = match slot.cq.poll(&mut wcs) {
+                Ok(n) => n,
+                Err(e) => {
+                    tracing::warn!(ia = %self.name, error = %e, "ibv_poll_cq failed");
+                    0
+                }
+            };
+            if n == 0 {
+                return any;
+            }
+            any = true;
+            for wc in &wcs[..n] {
+                self.handle_wc(wc);
+            }
+        }
+    }
+
+    /// Delivers one work completion (the caller holds the CQ's lock).
+    fn handle_wc(&self, wc: &sys::ibv_wc) {
+        let Some(ep) = read(&self.by_qpn).get(&wc.qp_num).cloned() else {
+            tracing::debug!(qpn = wc.qp_num, "completion of a QP that is gone");
+            return;
+        };
+        let status = dto_status(wc.status);
+        let mut out: smallvec::SmallVec<[Completion; 4]> = smallvec::SmallVec::new();
+        let mut broken = false;
+        {
+            let mut st = lock(&ep.st);
+            let id = wc.wr_id;
+            if id & WR_SRQ != 0 {
+                let wr = st.srq.as_ref().and_then(|s| lock(&s.wrs).remove(&id));
+                if let Some(wr) = wr {
+                    out.push(wr.completion(status, wc.byte_len));
+                }
+                broken = !matches!(status, DtoStatus::Success | DtoStatus::Flushed)
+                    && st.phase.is_live();
+            } else {
+                let recv = id & WR_RECV != 0;
+                if !recv {
+                    // An unsignalled request before this one has completed (in order).
+                    let earlier: Vec<u64> = st
+                        .sends
+                        .range(..id)
+                        .filter(|(_, p)| !p.signaled && !p.reported)
+                        .map(|(&k, _)| k)
+                        .collect();
+                    for k in earlier {
+                        if let Some(p) = st.sends.remove(&k) {
+                            let n = u32::try_from(p.wr.len()).unwrap_or(u32::MAX);
+                            out.push(p.wr.completion(DtoStatus::Success, n));
+                        }
+                    }
+                }
+                if id & WR_BIND != 0 {
+                    if let Some(b) = st.binds.get_mut(&id) {
+                        *b = Some(status);
+                    }
+                    broken = !matches!(status, DtoStatus::Success | DtoStatus::Flushed)
+                        && st.phase.is_live();
+                }
+                let q = if recv { &mut st.recvs } else { &mut st.sends };
+                match q.remove(&id) {
+                    None => {}
+                    Some(p) if p.reported => {}
+                    Some(p) if status == DtoStatus::Flushed => {
+                        // The QP went to error: report it as broken unless a terminal fact
+                        // is already on its way (which flushes this request with the rest).
+                        let phase = st.phase;
+                        let q = if recv { &mut st.recvs } else { &mut st.sends };
+                        match phase {
+                            Phase::Done => out.push(p.wr.completion(DtoStatus::Flushed, 0)),
+                            Phase::Closing => {
+                                q.insert(id, p);
+                            }
+                            _ => {
+                                q.insert(id, p);
+                                broken = true;
+                            }
+                        }
+                    }
+                    Some(p) => {
+                        let status =
+                            if recv && wc.status == sys::ibv_wc_status::IBV_WC_LOC_QP_OP_ERR {
+                                // The core validated the scatter list (keys, bounds, privileges),
+                                // so a receive's WQE cannot be malformed: rxe reports a message
+                                // longer than the receive this way (its copy_data fails with
+                                // EINVAL, not ENOSPC), where hardware reports LOC_LEN_ERR.
+                                DtoStatus::LocalLength
+                            } else {
+                                status
+                            };
+                        let n = if recv || status != DtoStatus::Success {
+                            wc.byte_len
+                        } else {
+                            u32::try_from(p.wr.len()).unwrap_or(u32::MAX)
+                        };
+                        let n = if status == DtoStatus::Success { n } else { 0 };
+                        out.push(p.wr.completion(status, n));
+                        broken = status != DtoStatus::Success && st.phase.is_live();
+                    }
+                }
+            }
+        }
+        // A graceful disconnect waiting for the send queue to drain proceeds.
+        let drained = !broken && {
+            let st = lock(&ep.st);
+            st.graceful_by.is_some() && st.phase == Phase::Connected && !st.sends_outstanding()
+        };
+        for c in out {
+            ep.upcalls.completion(c);
+        }
+        if drained {
+            self.fail_ep(&ep, CmFact::Disconnected, false, true);
+        }
+        if broken {
+            tracing::debug!(ia = %self.name, ep = ep.id.0, status = wc.status, "work completion error: connection broken");
+            self.fail_ep(&ep, CmFact::Broken, false, true);
+        }
+    }
+
+    /// Reports the terminal fact `fact` of `ep`: moves its QP to error, delivers the
+    /// successful completions already in its CQs (`drain`), reports the fact, then flushes
+    /// everything outstanding in posting order. With `disconnect` the peer is told
+    /// (`rdma_disconnect`). Nothing happens if a terminal fact was reported already.
+    pub fn fail_ep(&self, ep: &Arc<Ep>, fact: CmFact, drain: bool, disconnect: bool) {
+        let cqs = {
+            let mut st = lock(&ep.st);
+            if matches!(st.phase, Phase::Closing | Phase::Done) {
+                return;
+            }
+            st.phase = Phase::Closing;
+            st.deadline = None;
+            st.graceful_by = None;
+            if let Some(cm) = &st.cm {
+                if disconnect {
+                    cm.disconnect();
+                }
+                cm.qp_to_error();
+            }
+            st.cqs.clone()
+        };
+        if drain {
+            for c in &cqs {
+                self.poll_cq(c, true);
+            }
+        }
+        let flushed = {
+            let mut st = lock(&ep.st);
+            st.phase = Phase::Done;
+            st.flush_all()
+        };
+        tracing::debug!(ia = %self.name, ep = ep.id.0, ?fact, flushed = flushed.len(), "connection fact");
+        ep.upcalls.cm(fact);
+        for c in flushed {
+            ep.upcalls.completion(c);
+        }
+    }
+
+    /// Stops the thread's loop (the caller joins it).
+    pub fn request_stop(&self) {
+        self.stop.store(true, Ordering::Release);
+        self.wake();
+    }
+
+    /// Releases every object in the fixed order: endpoints (QPs and ids), requests,
+    /// listeners, SRQs, MRs, CQs, PDs. The channels and the context go with the last `Arc`.
+    pub fn close_all(&self) {
+        let eps: Vec<Arc<Ep>> = write(&self.eps).drain().map(|(_, e)| e).collect();
+        for ep in eps {
+            let cm = {
+                let mut st = lock(&ep.st);
+                let cm = self.drop_cm(&mut st);
+                st.forget_posted();
+                st.recvs.clear();
+                st.cqs.clear();
+                st.srq = None;
+                cm
+            };
+            if let Some(cm) = &cm
+                && lock(&ep.st).phase == Phase::Connected
+            {
+                cm.disconnect();
+            }
+            drop(cm);
+        }
+        write(&self.by_qpn).clear();
+        let crs: Vec<CrPending> = lock(&self.crs).drain().map(|(_, c)| c).collect();
+        drop(crs);
+        let ls: Vec<Listener> = lock(&self.listeners).drain().map(|(_, l)| l).collect();
+        drop(ls);
+        lock(&self.ids).clear();
+        write(&self.srqs).clear();
+        lock(&self.mws).clear();
+        lock(&self.mrs).clear();
+        write(&self.cqs).clear();
+        *lock(&self.null_cq) = None;
+        *write(&self.snapshot) = Arc::from(Vec::new());
+        write(&self.pds).clear();
+    }
+
+    /// Adds a listener.
+    pub fn add_listener(&self, sp: SpId, cm: CmId, upcalls: Arc<dyn SpUpcalls>) {
+        self.own_listener(&cm, sp);
+        lock(&self.listeners).insert(sp, Listener { cm, upcalls });
+    }
+
+    /// Removes a listener (its id is destroyed; delivered requests stay).
+    pub fn remove_listener(&self, sp: SpId) {
+        let l = lock(&self.listeners).remove(&sp);
+        if let Some(l) = l {
+            self.disown(l.cm.key());
+        }
+    }
+
+    /// Takes a pending request.
+    pub fn take_cr(&self, cr: CrId) -> Option<CrPending> {
+        let p = lock(&self.crs).remove(&cr)?;
+        self.disown(p.cm.key());
+        Some(p)
+    }
+
+    /// Completes a request that never reached the hardware as flushed (a post racing a
+    /// terminal fact).
+    pub fn flush_now(ep: &Ep, wr: &dat_core::provider::WorkRequest) {
+        ep.upcalls.completion(wr.completion(DtoStatus::Flushed, 0));
+    }
+}

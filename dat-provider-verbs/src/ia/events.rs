@@ -1,0 +1,305 @@
+//! The event thread of an IA: CM events mapped to the core's facts, completion events, and
+//! deadlines (connect timeouts, address resolution, graceful disconnects).
+
+use std::net::SocketAddr;
+use std::os::fd::AsRawFd;
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::Instant;
+
+use dat_core::provider::{AsyncFact, CmFact, ConnRequest};
+use dat_core::types::{CrId, EpId};
+use rdma_sys as sys;
+use sys::rdma_cm_event_type as ev;
+
+use super::{APP_IDLE, CrPending, Owner, RESOLVE_MS, Shared, lock, read};
+use crate::cm::{CmEvent, CmId, REJ_CONSUMER_DEFINED};
+use crate::ep::{Ep, Phase};
+
+impl Shared {
+    /// The event thread: CM events, completion events, deadlines, until [`Shared::stop`].
+    pub fn run(self: &Arc<Shared>) {
+        let mut fds = [
+            libc::pollfd {
+                fd: self.events.fd(),
+                events: libc::POLLIN,
+                revents: 0,
+            },
+            libc::pollfd {
+                fd: self.comp.fd(),
+                events: libc::POLLIN,
+                revents: 0,
+            },
+            libc::pollfd {
+                fd: self.wake.as_raw_fd(),
+                events: libc::POLLIN,
+                revents: 0,
+            },
+        ];
+        while !self.stop.load(Ordering::Acquire) {
+            let mut timeout = self.next_deadline().map_or(-1, |d| {
+                let ms = d.saturating_duration_since(Instant::now()).as_millis();
+                i32::try_from(ms.saturating_add(1)).unwrap_or(i32::MAX)
+            });
+            if !self.armed().load(Ordering::Acquire) {
+                // Look again soon: the CQs are to be armed once the application goes quiet.
+                let idle = i32::try_from(APP_IDLE.as_millis()).unwrap_or(1);
+                timeout = if timeout < 0 { idle } else { timeout.min(idle) };
+            }
+            for f in fds.iter_mut() {
+                f.revents = 0;
+            }
+            // SAFETY: `fds` is a live array of three pollfd for the call.
+            let rc = unsafe { libc::poll(fds.as_mut_ptr(), 3, timeout) };
+            if rc < 0 {
+                let e = std::io::Error::last_os_error();
+                if e.raw_os_error() != Some(libc::EINTR) {
+                    tracing::error!(ia = %self.name, error = %e, "poll failed; event thread stops");
+                    self.upcalls.async_error(AsyncFact::InternalError);
+                    return;
+                }
+            }
+            if fds[2].revents != 0 {
+                super::drain_eventfd(&self.wake);
+            }
+            if self.stop.load(Ordering::Acquire) {
+                return;
+            }
+            while let Some(e) = self.events.next() {
+                self.handle_cm(e);
+            }
+            if fds[1].revents != 0 {
+                let mut any = false;
+                while self.comp.take_event().is_some() {
+                    any = true;
+                }
+                if any {
+                    // Taking the events disarmed their CQs.
+                    self.armed().store(false, Ordering::Release);
+                    self.drain_all();
+                }
+            }
+            // Arm only while no application thread drives the CQs: a busy poller then costs
+            // no interrupt and no wake-up of this thread per completion. Armed, then drained,
+            // so no completion slips between the two.
+            if !self.armed().load(Ordering::Acquire) && !self.app_active() {
+                self.armed().store(true, Ordering::Release);
+                self.arm_all();
+                self.drain_all();
+            }
+            self.fire_deadlines();
+        }
+    }
+
+    fn next_deadline(&self) -> Option<Instant> {
+        read(&self.eps)
+            .values()
+            .filter_map(|ep| {
+                let st = lock(&ep.st);
+                let resolve = (st.phase == Phase::Resolving)
+                    .then_some(st.resolve_by)
+                    .flatten();
+                [st.deadline, resolve, st.graceful_by]
+                    .into_iter()
+                    .flatten()
+                    .min()
+            })
+            .min()
+    }
+
+    fn fire_deadlines(&self) {
+        let now = Instant::now();
+        let due: Vec<(Arc<Ep>, CmFact)> = read(&self.eps)
+            .values()
+            .filter_map(|ep| {
+                let st = lock(&ep.st);
+                let pending = matches!(st.phase, Phase::Resolving | Phase::Connecting);
+                if pending && st.deadline.is_some_and(|d| d <= now) {
+                    Some((ep.clone(), CmFact::TimedOut))
+                } else if st.phase == Phase::Resolving && st.resolve_by.is_some_and(|d| d <= now) {
+                    // rdma_cm may sit on an address it has no route to: give up ourselves.
+                    Some((ep.clone(), CmFact::Unreachable))
+                } else if st.graceful_by.is_some_and(|d| d <= now) {
+                    Some((ep.clone(), CmFact::Disconnected))
+                } else {
+                    None
+                }
+            })
+            .collect();
+        for (ep, fact) in due {
+            if fact == CmFact::Disconnected {
+                // The graceful disconnect's sends did not drain in time: disconnect anyway.
+                self.fail_ep(&ep, fact, true, true);
+                continue;
+            }
+            self.fail_ep(&ep, fact, false, false);
+            // The id goes at once: a late accept of the peer then meets no one.
+            let cm = self.drop_cm(&mut lock(&ep.st));
+            drop(cm);
+        }
+    }
+
+    fn owner(&self, id: *mut sys::rdma_cm_id) -> Option<Owner> {
+        lock(&self.ids).get(&(id as usize)).copied()
+    }
+
+    fn ep(&self, id: EpId) -> Option<Arc<Ep>> {
+        read(&self.eps).get(&id).cloned()
+    }
+
+    /// Handles one CM event.
+    fn handle_cm(&self, e: CmEvent) {
+        tracing::trace!(ia = %self.name, kind = e.kind, status = e.status, "cm event");
+        if e.kind == ev::RDMA_CM_EVENT_CONNECT_REQUEST {
+            self.connect_request(e);
+            return;
+        }
+        if e.kind == ev::RDMA_CM_EVENT_DEVICE_REMOVAL {
+            tracing::error!(ia = %self.name, "RDMA device removed");
+            self.upcalls.async_error(AsyncFact::Catastrophic);
+        }
+        match self.owner(e.id) {
+            Some(Owner::Ep(id)) => {
+                if let Some(ep) = self.ep(id) {
+                    self.ep_event(&ep, &e);
+                }
+            }
+            Some(Owner::Listener(_) | Owner::Cr(_)) | None => {
+                tracing::debug!(ia = %self.name, kind = e.kind, "cm event ignored");
+            }
+        }
+    }
+
+    fn connect_request(&self, e: CmEvent) {
+        // SAFETY: `e.id` is the new id of this CONNECT_REQUEST on our channel; nobody else
+        // owns it.
+        let Some(cm) = (unsafe { CmId::adopt(e.id, &self.events) }) else {
+            return;
+        };
+        let listener = match self.owner(e.listen_id) {
+            Some(Owner::Listener(sp)) => lock(&self.listeners).get(&sp).map(|l| l.upcalls.clone()),
+            _ => None,
+        };
+        let Some(upcalls) = listener else {
+            // The service point is gone: refuse (not a consumer's reject).
+            let _ = cm.reject(&[]);
+            return;
+        };
+        let cr = CrId(self.next_cr.fetch_add(1, Ordering::Relaxed));
+        let remote = cm
+            .peer_addr()
+            .map_or(SocketAddr::new(self.ip, 0), |a| SocketAddr::new(a.ip(), 0));
+        self.own(cm.key(), Owner::Cr(cr));
+        lock(&self.crs).insert(
+            cr,
+            CrPending {
+                cm,
+                initiator_depth: e.initiator_depth,
+                responder_resources: e.responder_resources,
+            },
+        );
+        upcalls.connection_request(ConnRequest {
+            cr,
+            remote,
+            private_data: crate::cm::unframe(&e.private_data),
+        });
+    }
+
+    /// Handles a CM event of an endpoint's id.
+    fn ep_event(&self, ep: &Arc<Ep>, e: &CmEvent) {
+        let (phase, active) = {
+            let st = lock(&ep.st);
+            (st.phase, st.active)
+        };
+        let fail = |fact: CmFact| self.fail_ep(ep, fact, false, false);
+        let passive_fail = || fail(CmFact::AcceptCompletionError);
+        match e.kind {
+            ev::RDMA_CM_EVENT_ADDR_RESOLVED if phase == Phase::Resolving => {
+                let st = lock(&ep.st);
+                let r = st.cm.as_ref().map(|c| c.resolve_route(RESOLVE_MS));
+                drop(st);
+                if let Some(Err(err)) = r {
+                    tracing::debug!(error = %err, "rdma_resolve_route");
+                    fail(CmFact::Unreachable);
+                }
+            }
+            ev::RDMA_CM_EVENT_ROUTE_RESOLVED if phase == Phase::Resolving => {
+                if let Err(err) = self.connect_resolved(ep) {
+                    tracing::debug!(ia = %self.name, error = %err, "connect after route resolution failed");
+                    fail(CmFact::Unreachable);
+                }
+            }
+            ev::RDMA_CM_EVENT_ADDR_ERROR | ev::RDMA_CM_EVENT_ROUTE_ERROR if phase.is_live() => {
+                fail(CmFact::Unreachable)
+            }
+            ev::RDMA_CM_EVENT_UNREACHABLE | ev::RDMA_CM_EVENT_CONNECT_ERROR if phase.is_live() => {
+                if active {
+                    fail(CmFact::Unreachable)
+                } else if phase == Phase::Connected {
+                    fail(CmFact::Broken)
+                } else {
+                    passive_fail()
+                }
+            }
+            ev::RDMA_CM_EVENT_REJECTED if phase.is_live() => {
+                if !active {
+                    passive_fail()
+                } else if e.status == REJ_CONSUMER_DEFINED {
+                    fail(CmFact::PeerRejected {
+                        private_data: crate::cm::unframe(&e.private_data),
+                    })
+                } else {
+                    fail(CmFact::NonPeerRejected)
+                }
+            }
+            ev::RDMA_CM_EVENT_ESTABLISHED
+                if matches!(phase, Phase::Connecting | Phase::Accepting) =>
+            {
+                {
+                    let mut st = lock(&ep.st);
+                    st.phase = Phase::Connected;
+                    st.deadline = None;
+                }
+                let private_data = if active {
+                    crate::cm::unframe(&e.private_data)
+                } else {
+                    Box::default()
+                };
+                ep.upcalls.cm(CmFact::Established { private_data });
+            }
+            ev::RDMA_CM_EVENT_DISCONNECTED if phase.is_live() => {
+                // A QP already in error was broken here (a responder that met a remote
+                // access violation goes to error without a completion of its own).
+                let broken = lock(&ep.st).cm.as_ref().is_some_and(CmId::qp_in_error);
+                let fact = if broken {
+                    CmFact::Broken
+                } else {
+                    CmFact::Disconnected
+                };
+                self.fail_ep(ep, fact, true, true)
+            }
+            ev::RDMA_CM_EVENT_DEVICE_REMOVAL => fail(CmFact::Broken),
+            _ => {
+                tracing::debug!(ia = %self.name, ep = ep.id.0, kind = e.kind, ?phase, "cm event ignored")
+            }
+        }
+    }
+
+    /// The route is known: create the QP and send the connect request.
+    fn connect_resolved(&self, ep: &Arc<Ep>) -> std::io::Result<()> {
+        let mut st = lock(&ep.st);
+        let Some(mut cm) = st.cm.take() else {
+            return Ok(());
+        };
+        let r = self.attach_qp(ep, &mut st, &mut cm).and_then(|()| {
+            let a = &st.cfg.attr;
+            let p = self.conn_params(a.max_rdma_read_in, a.max_rdma_read_out, None);
+            cm.connect(p, &st.pdata)
+        });
+        st.cm = Some(cm);
+        if r.is_ok() {
+            st.phase = Phase::Connecting;
+        }
+        r
+    }
+}

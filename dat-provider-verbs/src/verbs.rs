@@ -1,0 +1,513 @@
+//! RAII wrappers of the data-path verbs objects (completion channel, CQ, MR, SRQ) and the pure
+//! mappings between DAT and verbs (privileges, completion flags, work-completion statuses).
+//!
+//! Teardown order is fixed by ownership: a [`Cq`] holds an `Arc` of its [`CompChannel`], an
+//! [`Mr`] and an [`Srq`] hold an `Arc` of their [`Pd`], and a QP (see `cm`) holds its CQs, SRQ
+//! and PD; so a channel outlives its CQs, a PD its MRs, SRQs and QPs, and the context its PDs.
+
+use std::io;
+use std::ptr::NonNull;
+use std::sync::Arc;
+
+use dat_core::mem::Buffer;
+use dat_core::types::{CompletionFlags, DtoStatus, MemPriv};
+use rdma_sys as sys;
+
+use crate::device::{Context, Pd, errno_result};
+
+/// A completion channel (`ibv_create_comp_channel`), non-blocking, destroyed on drop.
+#[derive(Debug)]
+pub struct CompChannel {
+    ch: NonNull<sys::ibv_comp_channel>,
+    _ctx: Arc<Context>,
+}
+
+// SAFETY: a completion channel is a file descriptor owned by libibverbs; its calls are
+// thread-safe and it is destroyed once, in Drop, when no CQ uses it (each holds an Arc).
+unsafe impl Send for CompChannel {}
+// SAFETY: as for Send.
+unsafe impl Sync for CompChannel {}
+
+impl CompChannel {
+    /// Creates a non-blocking completion channel on `ctx`.
+    ///
+    /// # Errors
+    /// The errno of `ibv_create_comp_channel` or `fcntl`.
+    pub fn new(ctx: &Arc<Context>) -> io::Result<CompChannel> {
+        // SAFETY: the context is open (the Arc keeps it so); the channel is destroyed in Drop.
+        let ch = unsafe { sys::ibv_create_comp_channel(ctx.as_ptr()) };
+        let ch = NonNull::new(ch).ok_or_else(io::Error::last_os_error)?;
+        let ch = CompChannel {
+            ch,
+            _ctx: ctx.clone(),
+        };
+        set_nonblocking(ch.fd())?;
+        Ok(ch)
+    }
+
+    /// The channel's file descriptor (readable when a CQ has an event).
+    pub fn fd(&self) -> libc::c_int {
+        // SAFETY: the channel is live; `fd` is a plain field.
+        unsafe { (*self.ch.as_ptr()).fd }
+    }
+
+    /// Takes one CQ event and acknowledges it at once. Returns the `cq_context` of the CQ it
+    /// belongs to, `None` when there is none (EAGAIN).
+    pub fn take_event(&self) -> Option<usize> {
+        let mut cq: *mut sys::ibv_cq = std::ptr::null_mut();
+        let mut cq_ctx: *mut libc::c_void = std::ptr::null_mut();
+        // SAFETY: the channel is live and non-blocking; `cq` and `cq_ctx` are out-pointers.
+        let rc = unsafe { sys::ibv_get_cq_event(self.ch.as_ptr(), &mut cq, &mut cq_ctx) };
+        if rc != 0 || cq.is_null() {
+            return None;
+        }
+        // SAFETY: `cq` was returned by ibv_get_cq_event and cannot be destroyed before this
+        // event is acknowledged (ibv_destroy_cq waits for it); acknowledged at once, so a
+        // concurrent destroy never waits on us.
+        unsafe { sys::ibv_ack_cq_events(cq, 1) };
+        Some(cq_ctx as usize)
+    }
+}
+
+impl Drop for CompChannel {
+    fn drop(&mut self) {
+        // SAFETY: created by ibv_create_comp_channel, destroyed once; no CQ is left on it.
+        let rc = unsafe { sys::ibv_destroy_comp_channel(self.ch.as_ptr()) };
+        if rc != 0 {
+            tracing::warn!(rc, "ibv_destroy_comp_channel failed");
+        }
+    }
+}
+
+/// Sets `O_NONBLOCK` on `fd`.
+///
+/// # Errors
+/// The errno of `fcntl`.
+pub fn set_nonblocking(fd: libc::c_int) -> io::Result<()> {
+    // SAFETY: fcntl on a descriptor we own; F_GETFL/F_SETFL take no pointers.
+    let flags = unsafe { libc::fcntl(fd, libc::F_GETFL) };
+    if flags < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: as above.
+    if unsafe { libc::fcntl(fd, libc::F_SETFL, flags | libc::O_NONBLOCK) } < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+/// A completion queue (`ibv_create_cq`) on a completion channel, destroyed on drop.
+#[derive(Debug)]
+pub struct Cq {
+    cq: NonNull<sys::ibv_cq>,
+    _channel: Arc<CompChannel>,
+}
+
+// SAFETY: a CQ is used from several threads only under the owner's lock (polling) or through
+// thread-safe verbs (create_qp, req_notify under the same lock), and destroyed once in Drop.
+unsafe impl Send for Cq {}
+// SAFETY: as for Send.
+unsafe impl Sync for Cq {}
+
+impl Cq {
+    /// Creates a CQ of at least `cqe` entries on `channel`, tagged with `tag` (returned by
+    /// [`CompChannel::take_event`]), and arms it.
+    ///
+    /// # Errors
+    /// The errno of `ibv_create_cq` or `ibv_req_notify_cq`.
+    pub fn new(ctx: &Context, channel: &Arc<CompChannel>, cqe: u32, tag: usize) -> io::Result<Cq> {
+        let cqe = libc::c_int::try_from(cqe).unwrap_or(libc::c_int::MAX);
+        // SAFETY: context and channel are live; `tag` is an opaque value libibverbs hands back,
+        // never dereferenced. The CQ is destroyed in Drop.
+        let cq = unsafe {
+            sys::ibv_create_cq(
+                ctx.as_ptr(),
+                cqe,
+                tag as *mut libc::c_void,
+                channel.ch.as_ptr(),
+                0,
+            )
+        };
+        let cq = NonNull::new(cq).ok_or_else(io::Error::last_os_error)?;
+        let cq = Cq {
+            cq,
+            _channel: channel.clone(),
+        };
+        cq.arm()?;
+        Ok(cq)
+    }
+
+    /// The raw CQ (for QP creation).
+    pub fn as_ptr(&self) -> *mut sys::ibv_cq {
+        self.cq.as_ptr()
+    }
+
+    /// Requests an event for the next completion (`ibv_req_notify_cq`).
+    ///
+    /// # Errors
+    /// The errno of the call.
+    pub fn arm(&self) -> io::Result<()> {
+        // SAFETY: the CQ is live.
+        errno_result(unsafe { sys::ibv_req_notify_cq(self.cq.as_ptr(), 0) })
+    }
+
+    /// Polls up to `out.len()` completions into `out`; returns how many. No system call on
+    /// providers that poll in user space (all current ones, rxe included).
+    ///
+    /// # Errors
+    /// A negative return of `ibv_poll_cq`.
+    pub fn poll(&self, out: &mut [sys::ibv_wc]) -> io::Result<usize> {
+        let n = i32::try_from(out.len()).unwrap_or(i32::MAX);
+        // SAFETY: the CQ is live and `out` has room for `n` work completions; the caller holds
+        // the CQ's lock, so no other thread polls it at the same time.
+        let rc = unsafe { sys::ibv_poll_cq(self.cq.as_ptr(), n, out.as_mut_ptr()) };
+        usize::try_from(rc).map_err(|_| io::Error::from_raw_os_error(-rc))
+    }
+}
+
+impl Drop for Cq {
+    fn drop(&mut self) {
+        // SAFETY: created by ibv_create_cq, destroyed once; every QP on it holds an Arc of
+        // this Cq and is destroyed first; its channel events are acknowledged at once.
+        let rc = unsafe { sys::ibv_destroy_cq(self.cq.as_ptr()) };
+        if rc != 0 {
+            tracing::warn!(rc, "ibv_destroy_cq failed");
+        }
+    }
+}
+
+/// An all-zero work completion (plain data).
+pub fn empty_wc() -> sys::ibv_wc {
+    // SAFETY: ibv_wc is plain integers and a union of integers; all-zero is valid.
+    unsafe { std::mem::zeroed() }
+}
+
+/// A memory region (`ibv_reg_mr`), deregistered on drop, before its PD.
+#[derive(Debug)]
+pub struct Mr {
+    mr: NonNull<sys::ibv_mr>,
+    _pd: Arc<Pd>,
+    _buf: Arc<Buffer>,
+}
+
+// SAFETY: an MR is only read (keys) and deregistered once, in Drop.
+unsafe impl Send for Mr {}
+// SAFETY: as for Send.
+unsafe impl Sync for Mr {}
+
+impl Mr {
+    /// Registers the whole of `buf` on `pd` with `access` (`ibv_access_flags` bits).
+    ///
+    /// # Errors
+    /// The errno of `ibv_reg_mr`.
+    pub fn register(pd: &Arc<Pd>, buf: &Arc<Buffer>, access: u32) -> io::Result<Mr> {
+        // SAFETY: the PD is live; `buf` is `buf.len()` bytes of memory that stays allocated
+        // while this Mr holds its Arc (the MR is deregistered in Drop, before the Arc goes).
+        let mr = unsafe {
+            sys::ibv_reg_mr(
+                pd.as_ptr(),
+                buf.as_ptr().cast(),
+                buf.len(),
+                access as libc::c_int,
+            )
+        };
+        let mr = NonNull::new(mr).ok_or_else(io::Error::last_os_error)?;
+        Ok(Mr {
+            mr,
+            _pd: pd.clone(),
+            _buf: buf.clone(),
+        })
+    }
+
+    /// The raw MR (for memory window binds).
+    pub fn as_ptr(&self) -> *mut sys::ibv_mr {
+        self.mr.as_ptr()
+    }
+
+    /// The PD the MR is registered on.
+    pub fn pd(&self) -> &Arc<Pd> {
+        &self._pd
+    }
+
+    /// `(lkey, rkey)`.
+    pub fn keys(&self) -> (u32, u32) {
+        // SAFETY: the MR is live; lkey and rkey are plain fields set at registration.
+        unsafe { ((*self.mr.as_ptr()).lkey, (*self.mr.as_ptr()).rkey) }
+    }
+}
+
+impl Drop for Mr {
+    fn drop(&mut self) {
+        // SAFETY: registered by ibv_reg_mr, deregistered once; the PD and buffer outlive it.
+        let rc = unsafe { sys::ibv_dereg_mr(self.mr.as_ptr()) };
+        if rc != 0 {
+            tracing::warn!(rc, "ibv_dereg_mr failed");
+        }
+    }
+}
+
+/// A type 2 memory window (`ibv_alloc_mw`), deallocated on drop (which revokes its key),
+/// before its PD.
+#[derive(Debug)]
+pub struct Mw {
+    mw: NonNull<sys::ibv_mw>,
+    _pd: Arc<Pd>,
+}
+
+// SAFETY: a window is only read (its rkey) and deallocated once, in Drop.
+unsafe impl Send for Mw {}
+// SAFETY: as for Send.
+unsafe impl Sync for Mw {}
+
+impl Mw {
+    /// Allocates a type 2 window on `pd`.
+    ///
+    /// # Errors
+    /// The errno of `ibv_alloc_mw` (EOPNOTSUPP: the device has no windows).
+    pub fn alloc(pd: &Arc<Pd>) -> io::Result<Mw> {
+        // SAFETY: the PD is live; the window is deallocated in Drop.
+        let mw = unsafe { sys::ibv_alloc_mw(pd.as_ptr(), sys::ibv_mw_type::IBV_MW_TYPE_2) };
+        let mw = mw
+            .and_then(NonNull::new)
+            .ok_or_else(io::Error::last_os_error)?;
+        Ok(Mw {
+            mw,
+            _pd: pd.clone(),
+        })
+    }
+
+    /// The raw window.
+    pub fn as_ptr(&self) -> *mut sys::ibv_mw {
+        self.mw.as_ptr()
+    }
+
+    /// The key of the window's next bind: its current rkey with the low 8 bits (the
+    /// consumer-owned tag) moved on, as `ibv_inc_rkey` does.
+    pub fn next_rkey(&self) -> u32 {
+        // SAFETY: the window is live; `rkey` is a plain field.
+        let rkey = unsafe { (*self.mw.as_ptr()).rkey };
+        (rkey & !0xff) | (rkey.wrapping_add(1) & 0xff)
+    }
+}
+
+impl Drop for Mw {
+    fn drop(&mut self) {
+        // SAFETY: allocated by ibv_alloc_mw, deallocated once; the PD outlives it.
+        let rc = unsafe { sys::ibv_dealloc_mw(self.mw.as_ptr()) };
+        if rc != 0 {
+            tracing::warn!(rc, "ibv_dealloc_mw failed");
+        }
+    }
+}
+
+/// `IBV_ACCESS_MW_BIND`: memory windows may be bound to the MR.
+pub const ACCESS_MW_BIND: u32 = 16;
+
+/// Remote privileges of a window as `mw_access_flags` (no local bits: a window grants remote
+/// access only).
+pub fn window_access(p: MemPriv) -> u32 {
+    access_flags(p) & (ACCESS_REMOTE_READ | ACCESS_REMOTE_WRITE | ACCESS_REMOTE_ATOMIC)
+}
+
+/// A shared receive queue (`ibv_create_srq`), destroyed on drop, after its QPs.
+#[derive(Debug)]
+pub struct Srq {
+    srq: NonNull<sys::ibv_srq>,
+    _pd: Arc<Pd>,
+}
+
+// SAFETY: posting to an SRQ is thread-safe in libibverbs; destroyed once, in Drop, after every
+// QP that uses it (each holds an Arc).
+unsafe impl Send for Srq {}
+// SAFETY: as for Send.
+unsafe impl Sync for Srq {}
+
+impl Srq {
+    /// Creates an SRQ of `max_wr` receives of `max_sge` segments on `pd`.
+    ///
+    /// # Errors
+    /// The errno of `ibv_create_srq`.
+    pub fn new(pd: &Arc<Pd>, max_wr: u32, max_sge: u32) -> io::Result<Srq> {
+        // SAFETY: plain data; all-zero is valid.
+        let mut attr: sys::ibv_srq_init_attr = unsafe { std::mem::zeroed() };
+        attr.attr.max_wr = max_wr.max(1);
+        attr.attr.max_sge = max_sge.max(1);
+        // SAFETY: the PD is live; `attr` is valid for the call. Destroyed in Drop.
+        let srq = unsafe { sys::ibv_create_srq(pd.as_ptr(), &mut attr) };
+        let srq = NonNull::new(srq).ok_or_else(io::Error::last_os_error)?;
+        Ok(Srq {
+            srq,
+            _pd: pd.clone(),
+        })
+    }
+
+    /// The raw SRQ.
+    pub fn as_ptr(&self) -> *mut sys::ibv_srq {
+        self.srq.as_ptr()
+    }
+}
+
+impl Drop for Srq {
+    fn drop(&mut self) {
+        // SAFETY: created by ibv_create_srq, destroyed once, after its QPs.
+        let rc = unsafe { sys::ibv_destroy_srq(self.srq.as_ptr()) };
+        if rc != 0 {
+            tracing::warn!(rc, "ibv_destroy_srq failed");
+        }
+    }
+}
+
+/// `IBV_ACCESS_LOCAL_WRITE`.
+pub const ACCESS_LOCAL_WRITE: u32 = 1;
+/// `IBV_ACCESS_REMOTE_WRITE`.
+pub const ACCESS_REMOTE_WRITE: u32 = 2;
+/// `IBV_ACCESS_REMOTE_READ`.
+pub const ACCESS_REMOTE_READ: u32 = 4;
+/// `IBV_ACCESS_REMOTE_ATOMIC`.
+pub const ACCESS_REMOTE_ATOMIC: u32 = 8;
+
+/// DAT privileges to `ibv_access_flags` (reference 6.2): LOCAL_READ is implicit in verbs;
+/// LOCAL_WRITE, REMOTE_READ, REMOTE_WRITE and REMOTE_ATOMIC map one to one, and the remote
+/// write privileges bring LOCAL_WRITE with them because verbs refuses them without it (the
+/// core still enforces the consumer's LOCAL_WRITE on local posts).
+pub fn access_flags(p: MemPriv) -> u32 {
+    let mut a = 0;
+    if p.contains(MemPriv::LOCAL_WRITE) {
+        a |= ACCESS_LOCAL_WRITE;
+    }
+    if p.contains(MemPriv::REMOTE_READ) {
+        a |= ACCESS_REMOTE_READ;
+    }
+    if p.contains(MemPriv::REMOTE_WRITE) {
+        a |= ACCESS_REMOTE_WRITE | ACCESS_LOCAL_WRITE;
+    }
+    if p.contains(MemPriv::REMOTE_ATOMIC) {
+        a |= ACCESS_REMOTE_ATOMIC | ACCESS_LOCAL_WRITE;
+    }
+    a
+}
+
+/// `IBV_SEND_FENCE`.
+pub const SEND_FENCE: u32 = 1;
+/// `IBV_SEND_SIGNALED`.
+pub const SEND_SIGNALED: u32 = 2;
+/// `IBV_SEND_SOLICITED`.
+pub const SEND_SOLICITED: u32 = 4;
+/// `IBV_SEND_INLINE`.
+pub const SEND_INLINE: u32 = 8;
+
+/// Completion flags of a post to `ibv_send_flags`: every request is signalled unless the
+/// consumer asked for `UNSIGNALLED`; `SOLICITED_WAIT` is a solicited send; `BARRIER_FENCE`
+/// fences the request behind earlier RDMA reads. `inline` adds `IBV_SEND_INLINE`.
+pub fn send_flags(f: CompletionFlags, inline: bool) -> u32 {
+    let mut s = 0;
+    if !f.contains(CompletionFlags::UNSIGNALLED) {
+        s |= SEND_SIGNALED;
+    }
+    if f.contains(CompletionFlags::SOLICITED_WAIT) {
+        s |= SEND_SOLICITED;
+    }
+    if f.contains(CompletionFlags::BARRIER_FENCE) {
+        s |= SEND_FENCE;
+    }
+    if inline {
+        s |= SEND_INLINE;
+    }
+    s
+}
+
+/// A work-completion status (`ibv_wc_status`) as a DAT DTO status (reference 2.7, as OFA
+/// dapl maps them).
+pub fn dto_status(status: u32) -> DtoStatus {
+    use sys::ibv_wc_status as s;
+    match status {
+        s::IBV_WC_SUCCESS => DtoStatus::Success,
+        s::IBV_WC_LOC_LEN_ERR => DtoStatus::LocalLength,
+        s::IBV_WC_LOC_QP_OP_ERR => DtoStatus::LocalEp,
+        s::IBV_WC_LOC_PROT_ERR | s::IBV_WC_LOC_ACCESS_ERR | s::IBV_WC_LOC_RDD_VIOL_ERR => {
+            DtoStatus::LocalProtection
+        }
+        s::IBV_WC_WR_FLUSH_ERR => DtoStatus::Flushed,
+        s::IBV_WC_MW_BIND_ERR => DtoStatus::RmrOperationFailed,
+        s::IBV_WC_BAD_RESP_ERR => DtoStatus::BadResponse,
+        s::IBV_WC_REM_INV_REQ_ERR
+        | s::IBV_WC_REM_OP_ERR
+        | s::IBV_WC_REM_INV_RD_REQ_ERR
+        | s::IBV_WC_REM_ABORT_ERR => DtoStatus::RemoteResponder,
+        s::IBV_WC_REM_ACCESS_ERR => DtoStatus::RemoteAccess,
+        s::IBV_WC_RNR_RETRY_EXC_ERR | s::IBV_WC_RESP_TIMEOUT_ERR => DtoStatus::ReceiverNotReady,
+        // LOC_EEC_OP, RETRY_EXC, INV_EECN, INV_EEC_STATE, FATAL, GENERAL and anything newer.
+        _ => DtoStatus::Transport,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use sys::ibv_wc_status as s;
+
+    #[test]
+    fn privileges_map_as_reference_6_2() {
+        assert_eq!(access_flags(MemPriv::LOCAL_READ), 0);
+        assert_eq!(access_flags(MemPriv::LOCAL_WRITE), ACCESS_LOCAL_WRITE);
+        assert_eq!(access_flags(MemPriv::REMOTE_READ), ACCESS_REMOTE_READ);
+        assert_eq!(
+            access_flags(MemPriv::REMOTE_WRITE),
+            ACCESS_REMOTE_WRITE | ACCESS_LOCAL_WRITE
+        );
+        assert_eq!(
+            access_flags(MemPriv::ALL),
+            ACCESS_LOCAL_WRITE | ACCESS_REMOTE_READ | ACCESS_REMOTE_WRITE
+        );
+        assert_eq!(
+            access_flags(MemPriv::REMOTE_ATOMIC),
+            ACCESS_REMOTE_ATOMIC | ACCESS_LOCAL_WRITE
+        );
+    }
+
+    #[test]
+    fn completion_flags_map_to_send_flags() {
+        assert_eq!(send_flags(CompletionFlags::DEFAULT, false), SEND_SIGNALED);
+        assert_eq!(send_flags(CompletionFlags::UNSIGNALLED, true), SEND_INLINE);
+        assert_eq!(
+            send_flags(
+                CompletionFlags::SOLICITED_WAIT | CompletionFlags::BARRIER_FENCE,
+                false
+            ),
+            SEND_SIGNALED | SEND_SOLICITED | SEND_FENCE
+        );
+        // SUPPRESS is the core's business: the request is still signalled.
+        assert_eq!(send_flags(CompletionFlags::SUPPRESS, false), SEND_SIGNALED);
+    }
+
+    #[test]
+    fn work_completion_statuses_map_as_reference_2_7() {
+        let cases = [
+            (s::IBV_WC_SUCCESS, DtoStatus::Success),
+            (s::IBV_WC_LOC_LEN_ERR, DtoStatus::LocalLength),
+            (s::IBV_WC_LOC_QP_OP_ERR, DtoStatus::LocalEp),
+            (s::IBV_WC_LOC_EEC_OP_ERR, DtoStatus::Transport),
+            (s::IBV_WC_LOC_PROT_ERR, DtoStatus::LocalProtection),
+            (s::IBV_WC_LOC_ACCESS_ERR, DtoStatus::LocalProtection),
+            (s::IBV_WC_LOC_RDD_VIOL_ERR, DtoStatus::LocalProtection),
+            (s::IBV_WC_WR_FLUSH_ERR, DtoStatus::Flushed),
+            (s::IBV_WC_MW_BIND_ERR, DtoStatus::RmrOperationFailed),
+            (s::IBV_WC_BAD_RESP_ERR, DtoStatus::BadResponse),
+            (s::IBV_WC_REM_INV_REQ_ERR, DtoStatus::RemoteResponder),
+            (s::IBV_WC_REM_OP_ERR, DtoStatus::RemoteResponder),
+            (s::IBV_WC_REM_INV_RD_REQ_ERR, DtoStatus::RemoteResponder),
+            (s::IBV_WC_REM_ABORT_ERR, DtoStatus::RemoteResponder),
+            (s::IBV_WC_REM_ACCESS_ERR, DtoStatus::RemoteAccess),
+            (s::IBV_WC_RETRY_EXC_ERR, DtoStatus::Transport),
+            (s::IBV_WC_RNR_RETRY_EXC_ERR, DtoStatus::ReceiverNotReady),
+            (s::IBV_WC_RESP_TIMEOUT_ERR, DtoStatus::ReceiverNotReady),
+            (s::IBV_WC_INV_EECN_ERR, DtoStatus::Transport),
+            (s::IBV_WC_INV_EEC_STATE_ERR, DtoStatus::Transport),
+            (s::IBV_WC_FATAL_ERR, DtoStatus::Transport),
+            (s::IBV_WC_GENERAL_ERR, DtoStatus::Transport),
+        ];
+        for (wc, dat) in cases {
+            assert_eq!(dto_status(wc), dat, "ibv_wc_status {wc}");
+        }
+    }
+}

@@ -1,0 +1,60 @@
+#!/usr/bin/env bash
+# Runs the DAT conformance suite on the verbs provider against Soft-RoCE (rxe0) in the
+# throwaway VM of ../shared/rxe-vm: builds the test binary on the host, boots one VM and runs
+# every case there (IA `rxe0` of dat-provider-verbs/tests/rxe.toml).
+#
+#   dat-provider-verbs/tests/rxe-suite.sh            # the whole suite
+#   dat-provider-verbs/tests/rxe-suite.sh --short    # the CI subset: connect, private data,
+#                                                    # reject, send/recv, RDMA write/read,
+#                                                    # disconnect
+#   dat-provider-verbs/tests/rxe-suite.sh -- FILTER  # libtest arguments of your own
+#
+# Environment: RXE_VM (the rxe-vm script; default ../shared/rxe-vm/rxe-vm beside the
+# checkout), RXE_SUITE_TIMEOUT (seconds for the whole VM, default 1500; 600 with --short),
+# RXE_SUITE_THREADS (libtest threads in the guest, default 2). Exit status: the suite's; 124
+# when the VM ran out of time, 125 when the VM could not run.
+set -euo pipefail
+
+root=$(cd "$(dirname "$0")/../.." && pwd)
+cd "$root"
+vm=${RXE_VM:-$root/../shared/rxe-vm/rxe-vm}
+short=0
+args=()
+while [ $# -gt 0 ]; do
+    case "$1" in
+        --short) short=1 ;;
+        --) shift; args+=("$@"); break ;;
+        *) echo "usage: $0 [--short] [-- LIBTEST-ARGS...]" >&2; exit 2 ;;
+    esac
+    shift
+done
+if [ "$short" = 1 ]; then
+    args+=(--exact
+        verbs::accept_private_data_both_ways
+        verbs::private_data_limits
+        verbs::reject_private_data_then_reconnect
+        verbs::connect_to_nobody
+        verbs::send_recv_basic
+        verbs::send_gather
+        verbs::rdma_write_basic
+        verbs::rdma_read_basic
+        verbs::passive_side_disconnects
+        verbs::disconnect_flushes_recvs)
+fi
+timeout=${RXE_SUITE_TIMEOUT:-$([ "$short" = 1 ] && echo 600 || echo 1500)}
+
+if [ ! -x "$vm" ]; then
+    echo "rxe-suite: no rxe-vm at $vm (set RXE_VM)" >&2
+    exit 125
+fi
+bin=$(cargo test -p dat-tests --features verbs --test verbs --no-run --message-format=json \
+    | jq -r 'select(.profile.test == true) | .executable | select(. != null)' | tail -n 1)
+if [ -z "$bin" ]; then
+    echo "rxe-suite: cargo built no test binary" >&2
+    exit 125
+fi
+echo "rxe-suite: $bin in the VM ($([ "$short" = 1 ] && echo short || echo full))" >&2
+exec "$vm" --timeout "$timeout" \
+    --env DAT_CONF="$root/dat-provider-verbs/tests/rxe.toml" \
+    --env RUST_LOG="${RUST_LOG:-warn}" \
+    -- "$bin" --test-threads "${RXE_SUITE_THREADS:-2}" "${args[@]}"
