@@ -15,6 +15,7 @@ PACKAGES=(
   librdmacm-dev
   libclang-dev  # bindgen's libclang
   clang         # clang's own headers (stddef.h) for bindgen
+  jq            # dat-provider-verbs/tests/rxe-suite.sh reads cargo's JSON to find the test binary
 )
 
 missing=()

@@ -8,6 +8,13 @@
 //! byte followed by the consumer's bytes, and the receiver takes exactly that many: the
 //! consumer's limit is [`crate::attr::MAX_PRIVATE_DATA`] (55 bytes, the REQ field less the
 //! length byte).
+//!
+//! Two marks extend the length byte (a real length is at most 55): in a REQ,
+//! [`QUAL_FOLLOWS`] says the 8-byte connection qualifier (little endian) follows the
+//! consumer's bytes, for qualifiers folded onto a port they share with others (see
+//! `transport::port_of`), which leaves 47 bytes to the consumer; in a REJ, [`NO_LISTENER`] is
+//! the provider's own reject (no service point for the requested qualifier), which the
+//! requester reports as `NON_PEER_REJECTED`.
 
 use std::io;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
@@ -28,6 +35,47 @@ pub fn frame(data: &[u8]) -> Vec<u8> {
     v.push(u8::try_from(data.len()).unwrap_or(u8::MAX));
     v.extend_from_slice(data);
     v
+}
+
+/// Set in a REQ's length byte when the 8-byte connection qualifier follows the consumer's bytes.
+pub const QUAL_FOLLOWS: u8 = 0x80;
+
+/// The whole private data of the provider's own reject: no service point for the qualifier.
+pub const NO_LISTENER: u8 = 0xFF;
+
+/// The consumer's bytes a REQ carrying its qualifier may hold.
+pub const MAX_REQ_DATA_WITH_QUAL: usize = 47;
+
+/// Frames a REQ's private data, with the full qualifier when it was folded onto its port.
+pub fn frame_req(data: &[u8], qual: Option<u64>) -> Vec<u8> {
+    let mut v = frame(data);
+    if let Some(q) = qual {
+        v[0] |= QUAL_FOLLOWS;
+        v.extend_from_slice(&q.to_le_bytes());
+    }
+    v
+}
+
+/// A REQ's consumer bytes and, when the requester folded it, the qualifier it asked for.
+pub fn unframe_req(field: &[u8]) -> (Box<[u8]>, Option<u64>) {
+    let Some((&n, rest)) = field.split_first() else {
+        return (Box::default(), None);
+    };
+    let len = usize::from(n & !QUAL_FOLLOWS).min(rest.len());
+    let (data, tail) = rest.split_at(len);
+    let qual = (n & QUAL_FOLLOWS != 0)
+        .then(|| {
+            tail.get(..8)
+                .and_then(|b| b.try_into().ok())
+                .map(u64::from_le_bytes)
+        })
+        .flatten();
+    (data.into(), qual)
+}
+
+/// Whether a REJ's private data is the provider's own reject ([`NO_LISTENER`]).
+pub fn is_no_listener(field: &[u8]) -> bool {
+    field.first() == Some(&NO_LISTENER)
 }
 
 /// The consumer's bytes of a framed private data field (zero padded by the CM): empty when the
@@ -575,6 +623,27 @@ mod tests {
         let mut f = frame(&trailing_zeros);
         f.resize(56, 0);
         assert_eq!(&*unframe(&f), &trailing_zeros);
+    }
+
+    #[test]
+    fn a_folded_request_carries_its_qualifier() {
+        let mut f = frame_req(b"big", Some(0xaffab1e));
+        f.resize(56, 0);
+        assert_eq!(unframe_req(&f), (b"big"[..].into(), Some(0xaffab1e)));
+        let mut f = frame_req(&[7; MAX_REQ_DATA_WITH_QUAL], Some(u64::MAX));
+        assert_eq!(f.len(), 56);
+        f.resize(56, 0);
+        assert_eq!(
+            unframe_req(&f),
+            ([7; MAX_REQ_DATA_WITH_QUAL][..].into(), Some(u64::MAX))
+        );
+        let mut plain = frame_req(b"x", None);
+        plain.resize(56, 0);
+        assert_eq!(unframe_req(&plain), (b"x"[..].into(), None));
+        // A mark with the qualifier cut off (a foreign sender) carries none.
+        assert_eq!(unframe_req(&[QUAL_FOLLOWS | 1, 9, 1, 2]).1, None);
+        assert!(is_no_listener(&[NO_LISTENER, 0, 0]));
+        assert!(!is_no_listener(&frame(b"")));
     }
 
     #[test]

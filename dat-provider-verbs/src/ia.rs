@@ -22,7 +22,7 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError, RwLock};
 use std::time::Instant;
 
 use dat_core::provider::{CmFact, Completion, IaUpcalls, SpUpcalls};
-use dat_core::types::{CrId, DtoStatus, EpId, EvdId, PzId, SpId, SrqId};
+use dat_core::types::{ConnQual, CrId, DtoStatus, EpId, EvdId, PzId, SpId, SrqId};
 use rdma_sys as sys;
 
 use crate::cm::{CmId, ConnParams, EventChannel, QpCaps};
@@ -122,6 +122,8 @@ enum Owner {
 
 /// A listening service point.
 pub struct Listener {
+    /// The qualifier it serves (several fold onto one port).
+    pub qual: ConnQual,
     cm: CmId,
     upcalls: Arc<dyn SpUpcalls>,
 }
@@ -748,9 +750,9 @@ impl Shared {
     }
 
     /// Adds a listener.
-    pub fn add_listener(&self, sp: SpId, cm: CmId, upcalls: Arc<dyn SpUpcalls>) {
+    pub fn add_listener(&self, sp: SpId, qual: ConnQual, cm: CmId, upcalls: Arc<dyn SpUpcalls>) {
         self.own_listener(&cm, sp);
-        lock(&self.listeners).insert(sp, Listener { cm, upcalls });
+        lock(&self.listeners).insert(sp, Listener { qual, cm, upcalls });
     }
 
     /// Removes a listener (its id is destroyed; delivered requests stay).

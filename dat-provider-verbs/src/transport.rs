@@ -21,7 +21,7 @@ use dat_core::types::{
 };
 
 use crate::attr::{self, DeviceFacts, MAX_PRIVATE_DATA};
-use crate::cm::{CmId, frame};
+use crate::cm::{CmId, MAX_REQ_DATA_WITH_QUAL, frame, frame_req};
 use crate::device::{self, Context, FindError, Pd};
 use crate::ep::{Ep, Pending, Phase, WR_BIND, WR_RECV, WR_SRQ, post_bind, post_recv, post_send};
 use crate::ia::{
@@ -266,10 +266,24 @@ fn gone() -> DatError {
     )
 }
 
-/// The rdma_cm port of a connection qualifier: qualifiers 1..=65535 are ports of the
-/// RDMA_PS_TCP port space (librdmacm's own, apart from the kernel's TCP ports).
-fn port_of(q: ConnQual) -> Option<u16> {
-    u16::try_from(q.0).ok().filter(|&p| p != 0)
+/// The first port a qualifier outside 1..=65535 folds onto.
+const FOLD_LO: u64 = 1024;
+
+/// The rdma_cm port of a connection qualifier, and whether it was folded: qualifiers
+/// 1..=65535 are ports of the RDMA_PS_TCP port space (librdmacm's own, apart from the
+/// kernel's TCP ports); any other `q` (0, or beyond 16 bits like dapltest's `0xaffab1e + n`)
+/// folds onto port `1024 + q mod 64512`, the same mapping as the tcp provider's with
+/// `port_base = 0`. A folded request carries its full qualifier (see the `cm` module), so a
+/// listener answers only the qualifier it was created for.
+pub(crate) fn port_of(q: ConnQual) -> (u16, bool) {
+    match u16::try_from(q.0) {
+        Ok(p) if p != 0 => (p, false),
+        // The remainder is below 64512, so the sum fits 16 bits.
+        _ => (
+            u16::try_from(FOLD_LO + q.0 % (65_536 - FOLD_LO)).unwrap_or(u16::MAX),
+            true,
+        ),
+    }
 }
 
 impl Transport for VerbsIa {
@@ -484,13 +498,11 @@ impl Transport for VerbsIa {
             ));
         }
         let ep = self.ep(ep)?;
-        let Some(port) = port_of(qual) else {
-            // No rdma_cm port is that qualifier: nobody can listen on it.
-            lock(&ep.st).active = true;
-            self.shared
-                .fail_ep(&ep, CmFact::NonPeerRejected, false, false);
-            return Ok(());
-        };
+        let (port, folded) = port_of(qual);
+        if folded && private_data.len() > MAX_REQ_DATA_WITH_QUAL {
+            // The qualifier takes 8 bytes of the REQ's private data field.
+            return Err(DatError::invalid_arg(4));
+        }
         let cm = CmId::new(&self.shared.events).map_err(|e| {
             tracing::warn!(ia = %self.name, error = %e, "rdma_create_id failed");
             DatError::resources(Subtype::ResourceTep)
@@ -498,7 +510,7 @@ impl Transport for VerbsIa {
         let deadline = timeout.duration().map(|d| Instant::now() + d);
         let mut st = lock(&ep.st);
         st.active = true;
-        st.pdata = frame(private_data);
+        st.pdata = frame_req(private_data, folded.then_some(qual.0));
         st.deadline = deadline;
         st.resolve_by = Some(Instant::now() + RESOLVE_LIMIT);
         st.phase = Phase::Resolving;
@@ -530,10 +542,7 @@ impl Transport for VerbsIa {
         qual: Option<ConnQual>,
         upcalls: Arc<dyn SpUpcalls>,
     ) -> DatResult<ConnQual> {
-        let port = match qual {
-            Some(q) => port_of(q).ok_or_else(qual_unavailable)?,
-            None => 0,
-        };
+        let port = qual.map_or(0, |q| port_of(q).0);
         let cm = CmId::new(&self.shared.events).map_err(|e| {
             tracing::warn!(ia = %self.name, error = %e, "rdma_create_id failed");
             DatError::resources(Subtype::NoSubtype)
@@ -558,8 +567,9 @@ impl Transport for VerbsIa {
             }
         })?;
         let bound = cm.local_addr().map_or(port, |a| a.port());
-        self.shared.add_listener(sp, cm, upcalls);
-        Ok(qual.unwrap_or(ConnQual(u64::from(bound))))
+        let qual = qual.unwrap_or(ConnQual(u64::from(bound)));
+        self.shared.add_listener(sp, qual, cm, upcalls);
+        Ok(qual)
     }
 
     fn unlisten(&self, sp: SpId) {

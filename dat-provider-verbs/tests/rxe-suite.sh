@@ -10,14 +10,16 @@
 #   dat-provider-verbs/tests/rxe-suite.sh -- FILTER  # libtest arguments of your own
 #
 # Environment: RXE_VM (the rxe-vm script; default ../shared/rxe-vm/rxe-vm beside the
-# checkout), RXE_SUITE_TIMEOUT (seconds for the whole VM, default 1500; 600 with --short),
-# RXE_SUITE_THREADS (libtest threads in the guest, default 2). Exit status: the suite's; 124
+# checkout, else /work/shared/rxe-vm/rxe-vm), RXE_SUITE_TIMEOUT (seconds for the whole VM,
+# default 1500; 600 with --short), RXE_SUITE_THREADS (libtest threads in the guest, default 2). Exit status: the suite's; 124
 # when the VM ran out of time, 125 when the VM could not run.
 set -euo pipefail
 
 root=$(cd "$(dirname "$0")/../.." && pwd)
 cd "$root"
 vm=${RXE_VM:-$root/../shared/rxe-vm/rxe-vm}
+# The harness lives beside the checkout on the development machines and in /work/shared on CI.
+[ -n "${RXE_VM:-}" ] || [ -x "$vm" ] || vm=/work/shared/rxe-vm/rxe-vm
 short=0
 args=()
 while [ $# -gt 0 ]; do

@@ -8,7 +8,7 @@ use std::sync::atomic::Ordering;
 use std::time::Instant;
 
 use dat_core::provider::{AsyncFact, CmFact, ConnRequest};
-use dat_core::types::{CrId, EpId};
+use dat_core::types::{ConnQual, CrId, EpId};
 use rdma_sys as sys;
 use sys::rdma_cm_event_type as ev;
 
@@ -176,13 +176,23 @@ impl Shared {
         let Some(cm) = (unsafe { CmId::adopt(e.id, &self.events) }) else {
             return;
         };
+        let (private_data, asked) = crate::cm::unframe_req(&e.private_data);
         let listener = match self.owner(e.listen_id) {
-            Some(Owner::Listener(sp)) => lock(&self.listeners).get(&sp).map(|l| l.upcalls.clone()),
+            Some(Owner::Listener(sp)) => lock(&self.listeners)
+                .get(&sp)
+                .map(|l| (l.upcalls.clone(), l.qual)),
             _ => None,
         };
-        let Some(upcalls) = listener else {
-            // The service point is gone: refuse (not a consumer's reject).
-            let _ = cm.reject(&[]);
+        // A request without a qualifier asked for the port itself.
+        let serves = |qual: ConnQual| match asked {
+            Some(q) => q == qual.0,
+            None => !crate::transport::port_of(qual).1,
+        };
+        let Some((upcalls, _)) = listener.filter(|&(_, q)| serves(q)) else {
+            // The service point is gone, or it serves another qualifier folded onto the same
+            // port: the provider's own reject, NON_PEER_REJECTED at the requester.
+            tracing::debug!(ia = %self.name, ?asked, "connect request for no service point");
+            let _ = cm.reject(&[crate::cm::NO_LISTENER]);
             return;
         };
         let cr = CrId(self.next_cr.fetch_add(1, Ordering::Relaxed));
@@ -201,7 +211,7 @@ impl Shared {
         upcalls.connection_request(ConnRequest {
             cr,
             remote,
-            private_data: crate::cm::unframe(&e.private_data),
+            private_data,
         });
     }
 
@@ -244,7 +254,9 @@ impl Shared {
             ev::RDMA_CM_EVENT_REJECTED if phase.is_live() => {
                 if !active {
                     passive_fail()
-                } else if e.status == REJ_CONSUMER_DEFINED {
+                } else if e.status == REJ_CONSUMER_DEFINED
+                    && !crate::cm::is_no_listener(&e.private_data)
+                {
                     fail(CmFact::PeerRejected {
                         private_data: crate::cm::unframe(&e.private_data),
                     })
