@@ -416,6 +416,13 @@ impl Shared {
 
     /// The peer closed (`graceful`) or hung up: take in what it sent first, then report.
     fn peer_gone(&self, st: &mut State, id: u64, graceful: bool, out: &mut Ups) {
+        if st
+            .conns
+            .get(&id)
+            .is_some_and(|c| matches!(c.phase, Phase::Connected))
+        {
+            self.settle_accepting(st, id, out);
+        }
         let Some(c) = st.conns.get_mut(&id) else {
             return;
         };
@@ -465,6 +472,27 @@ impl Shared {
             let now = Instant::now();
             st.resweep.push(now + Duration::from_millis(20));
             st.resweep.push(now + Duration::from_millis(200));
+        }
+    }
+
+    /// Before a connection's end is reported: reads the control packets already received on
+    /// the connections accepted here that wait for their `Ready`, so their establishment is
+    /// reported first.
+    ///
+    /// epoll reports sockets in no causal order (one already on its ready list keeps its
+    /// place), so a requester's `Close` on one connection could otherwise be seen before the
+    /// `Ready` it sent earlier on another. IB's CM keeps that order, and consumers such as
+    /// dtestcm count on it: its server takes its first N connection events as the N
+    /// establishments.
+    fn settle_accepting(&self, st: &mut State, except: u64, out: &mut Ups) {
+        let waiting: Vec<u64> = st
+            .conns
+            .iter()
+            .filter(|(id, c)| **id != except && matches!(c.phase, Phase::Accepting))
+            .map(|(id, _)| *id)
+            .collect();
+        for id in waiting {
+            self.on_sock(st, id, out);
         }
     }
 

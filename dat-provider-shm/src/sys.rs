@@ -187,8 +187,11 @@ pub fn bind_listen(fd: BorrowedFd<'_>, path: &Path) -> io::Result<()> {
     let (addr, len) = sockaddr(path)?;
     // SAFETY: `addr` is a valid `sockaddr_un` of `len` bytes.
     cvt(unsafe { libc::bind(fd.as_raw_fd(), (&raw const addr).cast(), len) })?;
+    // The largest backlog the system allows (the kernel caps SOMAXCONN at
+    // net.core.somaxconn): a burst of connects beyond it is refused (EAGAIN), where TCP would
+    // only delay it.
     // SAFETY: plain system call on a descriptor we hold.
-    cvt(unsafe { libc::listen(fd.as_raw_fd(), 128) })?;
+    cvt(unsafe { libc::listen(fd.as_raw_fd(), libc::SOMAXCONN) })?;
     Ok(())
 }
 

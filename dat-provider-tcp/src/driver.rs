@@ -325,12 +325,24 @@ impl Shared {
         while let Some(ev) = io.engine.poll_event() {
             out.push(ev);
         }
+        let confirm = io.engine.is_confirm_held();
         drop(io);
         for ev in out.drain(..) {
             match ev {
                 Event::Completion(c) => ep.upcalls.completion(c),
                 Event::Cm(f) => ep.upcalls.cm(f),
             }
+        }
+        drop(out);
+        if confirm {
+            // The passive side's `Established` is reported: only now may the requester learn
+            // that the connection is up (see the engine's protocol notes).
+            let mut io = lock(&ep.io);
+            io.engine.release_confirm();
+            if io.sock.is_some() {
+                self.pump(&mut io, Instant::now(), Pump::Post);
+            }
+            self.finish(ep, io);
         }
     }
 

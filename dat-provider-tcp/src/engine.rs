@@ -6,8 +6,14 @@
 //! is tested in memory with a virtual clock.
 //!
 //! # Protocol
-//! * Active side: [`Engine::connect`] queues a `ConnReq`; an `Accept` gives
-//!   `Established { private_data }` and queues `Rtu`; a `Reject` gives `PeerRejected`.
+//! * Active side: [`Engine::connect`] queues a `ConnReq`; an `Accept` queues `Rtu`, and the
+//!   passive side's `Confirm` then gives `Established { private_data }` (the accept's); a
+//!   `Reject` gives `PeerRejected`. The passive side reports its `Established` before it
+//!   confirms, so the active side's consumer cannot act on a connection (disconnect another
+//!   one, say) before the passive side knows it is up: events reach the passive side in the
+//!   order the active side caused them, across connections, as IB's CM delivers them
+//!   (consumers such as dtestcm count on it; each connection has its own socket, so nothing
+//!   else orders them).
 //! * Nobody listening (the TCP connect refused, [`Engine::connect_refused`], or the
 //!   listener's `NoListener`: no service point has the request's qualifier) is retried,
 //!   as InfiniBand's CM retries a request, after a short backoff ([`RETRY_FIRST`] doubling
@@ -16,7 +22,8 @@
 //!   connect timeout, if it comes first, still gives `TimedOut`. The driver opens a new
 //!   socket when [`Engine::take_reconnect`] says so.
 //! * Passive side: the driver reads the `ConnReq` of a new socket with [`parse_request`];
-//!   [`Engine::accept`] queues `Accept`; the `Rtu` gives `Established`.
+//!   [`Engine::accept`] queues `Accept`; the `Rtu` gives `Established`, and the driver
+//!   releases the `Confirm` once that has been reported ([`Engine::release_confirm`]).
 //! * Requests (send, RDMA write, RDMA read) get message sequence numbers (MSN) from 1. The
 //!   target executes them in order and acknowledges cumulatively in the header of every frame
 //!   it sends (a bare `Ack` only when it has nothing else to send). A send or RDMA write
@@ -48,7 +55,7 @@ use dat_core::mem::Segment;
 use dat_core::provider::{CmFact, Completion, SharedMemTable, WorkRequest};
 use dat_core::types::{DtoStatus, PzId};
 
-use crate::wire::{Decoded, Frame, WireError};
+use crate::wire::{Decoded, Frame, Kind, WireError};
 
 mod active;
 mod data;
@@ -287,6 +294,11 @@ pub struct Engine {
     retry_backoff: Duration,
     /// A retry is due: the driver must open a new socket ([`Engine::take_reconnect`]).
     reconnect: bool,
+    /// Active side: the acceptor's private data, held from its `Accept` until its `Confirm`.
+    confirming: Option<Box<[u8]>>,
+    /// Passive side: the `Confirm` waits until `Established` has been reported
+    /// ([`Engine::release_confirm`]).
+    confirm_held: bool,
 }
 
 impl Engine {
@@ -320,6 +332,8 @@ impl Engine {
             retry_until: None,
             retry_backoff: RETRY_FIRST,
             reconnect: false,
+            confirming: None,
+            confirm_held: false,
         }
     }
 
@@ -393,10 +407,25 @@ impl Engine {
         .emit(0, &mut self.txq.buf);
     }
 
+    /// True while the passive side's `Confirm` waits for [`Engine::release_confirm`].
+    pub fn is_confirm_held(&self) -> bool {
+        self.confirm_held
+    }
+
+    /// The passive side's `Established` has been reported to the consumer: the `Confirm`
+    /// goes out (see the protocol notes). The consumer's first post or disconnect releases it
+    /// too, as it can only come after the report.
+    pub fn release_confirm(&mut self) {
+        if std::mem::take(&mut self.confirm_held) && self.state == State::Connected {
+            Frame::Confirm.emit(0, &mut self.txq.buf);
+        }
+    }
+
     /// Tears the connection down at once (abrupt): a connected engine queues a
     /// `Disconnect` after the frames already queued; every state reports `Disconnected` and
     /// flushes what is outstanding. Completions that succeeded were reported before.
     pub fn disconnect(&mut self) {
+        self.release_confirm();
         self.drain_deadline = None;
         if matches!(self.state, State::Accepting | State::Connected) {
             Frame::Disconnect.emit(self.processed, &mut self.txq.buf);
@@ -452,6 +481,7 @@ impl Engine {
             }
             _ if self.state != State::Connected => self.flush_one(&wr),
             _ => {
+                self.release_confirm();
                 let len = u32::try_from(wr.len()).unwrap_or(u32::MAX);
                 let msn = self.next_msn;
                 self.next_msn = self.next_msn.wrapping_add(1);
@@ -548,12 +578,23 @@ impl Engine {
                     private_data,
                 },
             ) => {
+                if self.confirming.is_some() {
+                    self.protocol_error(&WireError::Kind(Kind::Accept as u8));
+                    return Flow::Stop;
+                }
                 self.peer_rnr = Duration::from_millis(u64::from(rnr_timeout_ms));
-                self.state = State::Connected;
+                self.confirming = Some(private_data.into());
                 Frame::Rtu.emit(0, &mut self.txq.buf);
-                self.events.push_back(Event::Cm(CmFact::Established {
-                    private_data: private_data.into(),
-                }));
+                Flow::Next
+            }
+            (State::Connecting { .. }, Frame::Confirm) => {
+                let Some(private_data) = self.confirming.take() else {
+                    self.protocol_error(&WireError::Kind(Kind::Confirm as u8));
+                    return Flow::Stop;
+                };
+                self.state = State::Connected;
+                self.events
+                    .push_back(Event::Cm(CmFact::Established { private_data }));
                 Flow::Next
             }
             (State::Connecting { .. }, Frame::NoListener) => {
@@ -570,6 +611,7 @@ impl Engine {
             }
             (State::Accepting, Frame::Rtu) => {
                 self.state = State::Connected;
+                self.confirm_held = true;
                 self.events.push_back(Event::Cm(CmFact::Established {
                     private_data: Box::default(),
                 }));

@@ -36,7 +36,7 @@ pub const MAX_BODY: usize = 32 + MAX_CHUNK;
 /// Largest frame on the wire.
 pub const MAX_FRAME: usize = HEADER_LEN + MAX_BODY;
 /// Protocol version carried in the connection request.
-pub const VERSION: u16 = 1;
+pub const VERSION: u16 = 2;
 
 /// Frame flag: first frame of a message.
 pub const FIRST: u8 = 0x01;
@@ -78,6 +78,9 @@ pub enum Kind {
     /// has (qualifiers beyond the port space fold onto ports, see [`crate::params`]): as if
     /// nobody listened.
     NoListener = 13,
+    /// The passive side saw the `Rtu` and reported the connection established: the active
+    /// side may report it too.
+    Confirm = 14,
 }
 
 impl Kind {
@@ -85,7 +88,7 @@ impl Kind {
         use Kind::*;
         [
             ConnReq, Accept, Reject, Rtu, Disconnect, Send, RdmaWrite, ReadReq, ReadResp, Ack, Nak,
-            Keepalive, NoListener,
+            Keepalive, NoListener, Confirm,
         ]
         .get(usize::from(v).wrapping_sub(1))
         .copied()
@@ -215,6 +218,8 @@ pub enum Frame<'a> {
     Keepalive,
     /// No service point has the requested qualifier.
     NoListener,
+    /// The passive side reported the connection established.
+    Confirm,
 }
 
 /// The start of a data frame whose payload is still arriving (see [`Frame::parse_partial`]).
@@ -257,7 +262,12 @@ fn body_shape(kind: Kind) -> (usize, usize) {
         Kind::ConnReq => (16, MAX_PRIVATE_DATA),
         Kind::Accept => (4, MAX_PRIVATE_DATA),
         Kind::Reject => (0, MAX_PRIVATE_DATA),
-        Kind::Rtu | Kind::Disconnect | Kind::Ack | Kind::Keepalive | Kind::NoListener => (0, 0),
+        Kind::Rtu
+        | Kind::Disconnect
+        | Kind::Ack
+        | Kind::Keepalive
+        | Kind::NoListener
+        | Kind::Confirm => (0, 0),
         Kind::Send | Kind::ReadResp => (8, MAX_CHUNK),
         Kind::RdmaWrite => (20, MAX_CHUNK),
         Kind::ReadReq => (20, 0),
@@ -369,6 +379,7 @@ impl<'a> Frame<'a> {
             Kind::Ack => Frame::Ack,
             Kind::Keepalive => Frame::Keepalive,
             Kind::NoListener => Frame::NoListener,
+            Kind::Confirm => Frame::Confirm,
             Kind::Send => Frame::Send {
                 msn: f(0)?,
                 total: f(4)?,
@@ -446,6 +457,7 @@ impl<'a> Frame<'a> {
             Frame::Nak { .. } => Kind::Nak,
             Frame::Keepalive => Kind::Keepalive,
             Frame::NoListener => Kind::NoListener,
+            Frame::Confirm => Kind::Confirm,
         }
     }
 

@@ -98,6 +98,7 @@ macro_rules! conformance_suite {
             cm::reconnect_after_reset,
             cm::dup_connect,
             cm::loopback_same_ia,
+            cm::established_precede_later_disconnects,
             dto::send_recv_basic,
             dto::send_gather,
             dto::recv_scatter,

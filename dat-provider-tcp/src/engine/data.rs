@@ -186,6 +186,7 @@ impl Engine {
             | Frame::Accept { .. }
             | Frame::Reject { .. }
             | Frame::Rtu
+            | Frame::Confirm
             | Frame::NoListener => Err(WireError::Kind(f.kind() as u8)),
         }
     }

@@ -72,6 +72,7 @@ fn all_frames() -> Vec<Frame<'static>> {
         },
         Frame::Keepalive,
         Frame::NoListener,
+        Frame::Confirm,
     ]
 }
 
@@ -80,7 +81,7 @@ fn every_kind_round_trips() {
     let frames = all_frames();
     let mut kinds: Vec<Kind> = frames.iter().map(Frame::kind).collect();
     kinds.dedup();
-    assert_eq!(kinds.len(), 13, "every kind is covered");
+    assert_eq!(kinds.len(), 14, "every kind is covered");
     for (i, f) in frames.iter().enumerate() {
         let mut out = Vec::new();
         let ack = u32::try_from(i).unwrap() * 3;
@@ -154,7 +155,7 @@ fn header(kind: u8, flags: u8, len: u32) -> Vec<u8> {
 #[test]
 fn refuses_unknown_kinds_and_bad_lengths_from_the_header_alone() {
     assert_eq!(Frame::parse(&header(0, 0, 0)), Err(WireError::Kind(0)));
-    assert_eq!(Frame::parse(&header(14, 0, 0)), Err(WireError::Kind(14)));
+    assert_eq!(Frame::parse(&header(15, 0, 0)), Err(WireError::Kind(15)));
     assert_eq!(Frame::parse(&header(255, 0, 0)), Err(WireError::Kind(255)));
     // Oversized bodies are refused before the body arrives.
     assert_eq!(
@@ -168,6 +169,7 @@ fn refuses_unknown_kinds_and_bad_lengths_from_the_header_alone() {
     assert!(Frame::parse(&header(Kind::Rtu as u8, 0, 1)).is_err());
     assert!(Frame::parse(&header(Kind::NoListener as u8, 0, 8)).is_err());
     assert!(Frame::parse(&header(Kind::NoListener as u8, LAST, 0)).is_err());
+    assert!(Frame::parse(&header(Kind::Confirm as u8, 0, 4)).is_err());
     // Too short for the fixed part.
     assert!(Frame::parse(&header(Kind::ReadReq as u8, 0, 19)).is_err());
     assert!(Frame::parse(&header(Kind::Nak as u8, 0, 4)).is_err());

@@ -594,3 +594,80 @@ pub fn loopback_same_ia(t: &dyn Target) -> Outcome {
     crate::harness::disconnect_pair(&p);
     Outcome::Pass
 }
+
+/// Connections made in a burst, as `dtestcm` makes them: the passive side sees every
+/// connection's ESTABLISHED before the DISCONNECTED of a connection the requester closed only
+/// after it had seen all its own ESTABLISHED. IB's CM delivers events in that causal order, and
+/// dtestcm's server counts on it (it takes its first N connection events as the N
+/// establishments, then frees an EP per later event).
+pub fn established_precede_later_disconnects(t: &dyn Target) -> Outcome {
+    const N: usize = 200;
+    let (a, b) = sides(t);
+    let conn = |s: &Side| {
+        s.ia.create_evd(2 * N as i32, EvdFlags::CONNECTION, None)
+            .unwrap()
+    };
+    let (a_conn, b_conn) = (conn(&a), conn(&b));
+    let b_cr = b.ia.create_evd(N as i32, EvdFlags::CR, None).unwrap();
+    let psp =
+        b.ia.create_psp(t.qual(), &b_cr, PspFlags::Consumer)
+            .unwrap();
+    let eps = |s: &Side, conn: &dat::Evd| -> Vec<dat::Ep> {
+        (0..N)
+            .map(|_| {
+                s.ia.create_ep(&EpParams {
+                    connect_evd: Some(conn),
+                    ..s.ep_params()
+                })
+                .unwrap()
+            })
+            .collect()
+    };
+    let (a_eps, b_eps) = (eps(&a, &a_conn), eps(&b, &b_conn));
+    // The next connection event, polled the way dtestcm's server polls (dequeue in a loop).
+    let poll = |evd: &dat::Evd| {
+        let end = std::time::Instant::now() + Duration::from_secs(30);
+        loop {
+            match evd.dequeue() {
+                Ok(ev) => return ev,
+                Err(e) if e == DatError::QUEUE_EMPTY && std::time::Instant::now() < end => {}
+                Err(e) => panic!("no connection event: {e}"),
+            }
+        }
+    };
+    std::thread::scope(|sc| {
+        let requester = sc.spawn(|| {
+            for ep in &a_eps {
+                connect_ep(ep, &b.addr(), psp.conn_qual(), b"");
+            }
+            for i in 0..N {
+                let ev = poll(&a_conn);
+                assert_eq!(ev.number, EventNumber::Established, "event {i}: {ev:?}");
+            }
+            for ep in &a_eps {
+                ep.disconnect(CloseFlags::Graceful).unwrap();
+            }
+            for i in 0..N {
+                let ev = poll(&a_conn);
+                assert_eq!(ev.number, EventNumber::Disconnected, "event {i}: {ev:?}");
+            }
+        });
+        for ep in &b_eps {
+            expect_cr(&b.ia, &b_cr, &psp).accept(Some(ep), b"").unwrap();
+        }
+        for i in 0..N {
+            let ev = poll(&b_conn);
+            assert_eq!(
+                ev.number,
+                EventNumber::Established,
+                "connection event {i} of the {N} establishments: {ev:?}"
+            );
+        }
+        for i in 0..N {
+            let ev = poll(&b_conn);
+            assert_eq!(ev.number, EventNumber::Disconnected, "event {i}: {ev:?}");
+        }
+        requester.join().unwrap();
+    });
+    Outcome::Pass
+}

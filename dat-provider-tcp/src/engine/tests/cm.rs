@@ -10,6 +10,70 @@ fn connect_and_accept_carry_private_data_both_ways() {
     assert_eq!(p.a.e.poll_timeout(), None);
 }
 
+/// The requester reports its connection established only once the acceptor has reported
+/// its own (`Accept`, `Rtu`, then `Confirm`), so nothing the requester's consumer does next can
+/// reach the acceptor before its `Established`.
+#[test]
+fn the_requester_is_established_after_the_acceptor() {
+    let mut a = Side::new();
+    let mut b = Side::new();
+    a.e.connect(Instant::now(), 1, b"req", None);
+    let req = a.e.poll_transmit().to_vec();
+    a.e.advance_transmit(req.len());
+    assert!(parse_request(&req).unwrap().is_some());
+    b.e.accept(RNR, b"acc");
+    let acc = b.e.poll_transmit().to_vec();
+    b.e.advance_transmit(acc.len());
+    assert_eq!(a.e.handle_input(Instant::now(), &acc), acc.len());
+    assert_eq!(
+        a.e.poll_event(),
+        None,
+        "nothing before the acceptor confirms"
+    );
+    assert!(!a.e.is_connected());
+    let rtu = a.e.poll_transmit().to_vec();
+    a.e.advance_transmit(rtu.len());
+    assert_eq!(b.e.handle_input(Instant::now(), &rtu), rtu.len());
+    assert_eq!(b.e.poll_event(), Some(established(b"")));
+    assert!(
+        b.e.poll_transmit().is_empty(),
+        "the confirm waits for the report"
+    );
+    assert!(b.e.is_confirm_held());
+    b.e.release_confirm();
+    let confirm = b.e.poll_transmit().to_vec();
+    b.e.advance_transmit(confirm.len());
+    assert_eq!(
+        Frame::parse(&confirm).unwrap().map(|d| d.frame),
+        Some(Frame::Confirm)
+    );
+    assert_eq!(a.e.handle_input(Instant::now(), &confirm), confirm.len());
+    assert_eq!(a.e.poll_event(), Some(established(b"acc")));
+    assert!(a.e.is_connected() && b.e.is_connected());
+}
+
+/// A `Confirm` before any `Accept`, or a second `Accept`, is a protocol error.
+#[test]
+fn confirm_out_of_turn_refuses_the_connection() {
+    let mut confirm = Vec::new();
+    Frame::Confirm.emit(0, &mut confirm);
+    let mut acc = Vec::new();
+    Frame::Accept {
+        rnr_timeout_ms: 1,
+        private_data: &[],
+    }
+    .emit(0, &mut acc);
+    let mut twice = acc.clone();
+    twice.extend_from_slice(&acc);
+    for input in [&confirm, &twice] {
+        let mut s = Side::new();
+        s.e.connect(Instant::now(), 1, &[], None);
+        s.e.handle_input(Instant::now(), input);
+        assert_eq!(s.e.poll_event(), Some(Event::Cm(CmFact::NonPeerRejected)));
+        assert!(s.e.is_closed());
+    }
+}
+
 #[test]
 fn reject_carries_private_data_and_returns_to_idle() {
     let mut p = Pair::new();

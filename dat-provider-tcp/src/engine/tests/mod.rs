@@ -161,6 +161,11 @@ fn transfer(from: &mut Side, to: &mut Side, now: Instant, log: &mut Vec<u8>) -> 
             s.events.push(ev);
             moved = true;
         }
+        // Reported: as the driver does.
+        if s.e.is_confirm_held() {
+            s.e.release_confirm();
+            moved = true;
+        }
     }
     moved
 }
