@@ -16,7 +16,7 @@ use dat_core::types::{
     CloseFlags, ConnQual, CrId, EpId, IaAttr, ProviderAttr, SpId, SrqId, Timeout,
 };
 
-use crate::driver::{Pump, Shared, lock, read, write};
+use crate::driver::{Clock, Pump, Shared, lock, read, write};
 use crate::engine::{Engine, EngineConfig, SharedSrq};
 use crate::params::TcpParams;
 use crate::wire::MAX_PRIVATE_DATA;
@@ -270,7 +270,7 @@ impl Transport for TcpIa {
             if !recv || io.engine.is_parked() {
                 // Frames go out from this thread; a parked send may now proceed.
                 let mode = if recv { Pump::Serve } else { Pump::Post };
-                sh.pump(io, Instant::now(), mode);
+                sh.pump_with(io, &mut Clock::lazy(), mode);
             }
         });
         Ok(())

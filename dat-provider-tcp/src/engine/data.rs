@@ -105,9 +105,13 @@ impl Engine {
             }
             if let Some(p) = self.outstanding.pop_front() {
                 self.tx_idx = self.tx_idx.saturating_sub(1);
-                self.events.push_back(Event::Completion(
-                    p.wr.completion(DtoStatus::Success, p.len),
-                ));
+                // A successful completion the consumer suppressed is never delivered: not
+                // reporting it spares an upcall per message (errors are always reported).
+                if !p.wr.flags.contains(CompletionFlags::SUPPRESS) {
+                    self.events.push_back(Event::Completion(
+                        p.wr.completion(DtoStatus::Success, p.len),
+                    ));
+                }
             }
         }
     }
