@@ -189,7 +189,7 @@ pub(crate) struct Shared {
     next_cr: AtomicUsize,
     stop: AtomicBool,
     /// When an application thread last called [`Shared::progress`] (ns since `epoch`),
-    /// stamped every [`handoff::STAMP_EVERY`] calls.
+    /// stamped every [`handoff::STAMP_EVERY`] calls and after every call that moved bytes.
     last_progress: AtomicU64,
     /// Calls of [`Shared::progress`] (approximate under concurrent callers).
     progress_calls: AtomicU64,
@@ -627,6 +627,11 @@ impl Shared {
             any |= self.try_with_io(ep, |sh, io| {
                 io.sock.is_some() && sh.pump_with(io, &mut clock, Pump::Poll)
             });
+        }
+        if any {
+            // A call that moved bytes may have taken long (a large piece): stamp its end.
+            let now = clock.now();
+            self.last_progress.store(self.nanos(now), Ordering::Relaxed);
         }
         any
     }
