@@ -6,6 +6,7 @@
 //! cargo build --release -p dat-provider-tcp --example lockstep
 //! L=target/release/examples/lockstep
 //! $L dat 100000                      # allocations per round trip (counting allocator)
+//! $L idle 100000                     # one empty poll (`Evd::dequeue` finding nothing)
 //! strace -c -f $L dat 20000          # system calls per round trip (minus the setup)
 //! valgrind --tool=callgrind $L dat 20000   # instructions per round trip (also `raw`)
 //! ```
@@ -61,16 +62,17 @@ fn main() {
     let mode = args.next().unwrap_or_else(|| "dat".into());
     let n: u64 = args.next().and_then(|s| s.parse().ok()).unwrap_or(10_000);
     match mode.as_str() {
-        "dat" => dat_lockstep(n),
+        "dat" => dat_lockstep(n, false),
+        "idle" => dat_lockstep(n, true),
         "raw" => raw_lockstep(n),
-        _ => eprintln!("usage: lockstep [dat|raw] [round trips]"),
+        _ => eprintln!("usage: lockstep [dat|idle|raw] [round trips or polls]"),
     }
 }
 
 fn report(what: &str, n: u64, start: Instant, allocs: u64) {
     let us = start.elapsed().as_secs_f64() * 1e6 / n as f64;
     println!(
-        "{what}: {n} round trips, {us:.2} us each (one thread, both ends), {:.3} allocations per round trip",
+        "{what}: {n} times, {us:.2} us each (one thread, both ends), {:.3} allocations each",
         allocs as f64 / n as f64
     );
 }
@@ -89,7 +91,9 @@ fn until_receive(evd: &Evd) {
     }
 }
 
-fn dat_lockstep(n: u64) {
+/// `idle`: instead of round trips, `n` polls of an EVD on a connection with nothing arriving
+/// (the cost of one look of a busy-polling thread, minus the `recv` that finds nothing).
+fn dat_lockstep(n: u64, idle: bool) {
     let text = "version = 1\n[[ia]]\nname = \"t\"\nprovider = \"tcp\"\nparams = { address = \"127.0.0.1\" }\n";
     let cfg = parse_toml(text, Source::Embedded, &["tcp"]).unwrap();
     let reg = dat::Registry::new(cfg, vec![Arc::new(TcpProvider::new())]);
@@ -150,12 +154,31 @@ fn dat_lockstep(n: u64) {
     for _ in 0..1000 {
         round();
     }
+    if idle {
+        let before = ALLOCS.load(Ordering::Relaxed);
+        let start = Instant::now();
+        for _ in 0..n {
+            assert!(a.2.dequeue().is_err(), "nothing was sent");
+        }
+        report(
+            "idle polls",
+            n,
+            start,
+            ALLOCS.load(Ordering::Relaxed) - before,
+        );
+        return;
+    }
     let before = ALLOCS.load(Ordering::Relaxed);
     let start = Instant::now();
     for _ in 0..n {
         round();
     }
-    report("dat", n, start, ALLOCS.load(Ordering::Relaxed) - before);
+    report(
+        "dat round trips",
+        n,
+        start,
+        ALLOCS.load(Ordering::Relaxed) - before,
+    );
 }
 
 fn raw_lockstep(n: u64) {
@@ -193,5 +216,10 @@ fn raw_lockstep(n: u64) {
     for _ in 0..n {
         round();
     }
-    report("raw", n, start, ALLOCS.load(Ordering::Relaxed) - before);
+    report(
+        "raw round trips",
+        n,
+        start,
+        ALLOCS.load(Ordering::Relaxed) - before,
+    );
 }
