@@ -305,11 +305,21 @@ impl Shared {
     }
 
     /// Runs `f` on the endpoint's I/O state, then reports what the engine produced (in
-    /// order, with no engine lock held).
+    /// order, with no engine lock held). Returns only after facts another thread was
+    /// reporting meanwhile have been delivered too.
     pub(crate) fn with_io<R>(&self, ep: &EpConn, f: impl FnOnce(&Shared, &mut Io) -> R) -> R {
         let mut io = lock(&ep.io);
         let r = f(self, &mut io);
-        self.finish(ep, io);
+        self.finish(ep, io, true);
+        r
+    }
+
+    /// [`Shared::with_io`] for a post: when `f` leaves nothing to report, it does not wait
+    /// for another thread's delivery in progress (nothing of the post's depends on it).
+    pub(crate) fn with_io_post<R>(&self, ep: &EpConn, f: impl FnOnce(&Shared, &mut Io) -> R) -> R {
+        let mut io = lock(&ep.io);
+        let r = f(self, &mut io);
+        self.finish(ep, io, false);
         r
     }
 
@@ -322,12 +332,15 @@ impl Shared {
         };
         let r = f(self, &mut io);
         if r || io.backlog {
-            self.finish(ep, io);
+            self.finish(ep, io, false);
         }
         r
     }
 
-    fn finish(&self, ep: &EpConn, mut io: MutexGuard<'_, Io>) {
+    /// Publishes the engine's state (parked, backlog, deadline) and delivers its events.
+    /// `barrier`: with no events of its own, still wait until another thread's delivery in
+    /// progress is over.
+    fn finish(&self, ep: &EpConn, mut io: MutexGuard<'_, Io>, barrier: bool) {
         ep.parked.store(io.engine.is_parked(), Ordering::Relaxed);
         if std::mem::take(&mut io.backlog) {
             // Edge-triggered readiness will not report these bytes again: hand them to the
@@ -349,7 +362,7 @@ impl Shared {
                 let _ = self.waker.wake();
             }
         }
-        if !io.engine.has_events() {
+        if !barrier && !io.engine.has_events() {
             // Nothing to report, so nothing whose order the delivery lock must keep.
             return;
         }

@@ -265,7 +265,7 @@ impl Transport for TcpIa {
     fn post(&self, ep: EpId, wr: WorkRequest) -> DatResult<()> {
         let conn = self.shared.ep(ep).ok_or_else(no_ep)?;
         let recv = wr.op == PostOp::Recv;
-        self.shared.with_io(&conn, |sh, io| {
+        self.shared.with_io_post(&conn, |sh, io| {
             io.engine.post(wr);
             if !recv || io.engine.is_parked() {
                 // Frames go out from this thread; a parked send may now proceed.
