@@ -12,13 +12,13 @@
 //! Upcalls are made with no engine lock held; a second per-endpoint lock, taken before the
 //! engine lock is released, keeps them in the engine's order whichever thread delivers.
 
-use std::collections::HashMap;
 use std::io::{ErrorKind, Read};
 use std::net::{Shutdown, SocketAddr};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError, RwLock, RwLockReadGuard};
 use std::time::{Duration, Instant};
 
+use dat_core::idmap::IdMap;
 use dat_core::provider::{EpUpcalls, SharedMemTable, SpUpcalls};
 use dat_core::types::{CrId, EpId, SpId, SrqId};
 use mio::net::{TcpListener, TcpStream};
@@ -67,6 +67,26 @@ pub(crate) enum Pump {
     /// The driver thread, or an application call that must finish the job (accept, a
     /// receive that releases a waiting send): read and write, bare acks at once.
     Serve,
+}
+
+/// The time, read from the system clock on first use only.
+pub(crate) struct Clock(Option<Instant>);
+
+impl Clock {
+    /// A clock that has been read already.
+    pub(crate) fn at(now: Instant) -> Clock {
+        Clock(Some(now))
+    }
+
+    /// A clock not read yet.
+    pub(crate) fn lazy() -> Clock {
+        Clock(None)
+    }
+
+    /// The time: the first call reads the system clock, later ones repeat it.
+    pub(crate) fn now(&mut self) -> Instant {
+        *self.0.get_or_insert_with(Instant::now)
+    }
 }
 
 /// The socket side of one endpoint.
@@ -158,18 +178,21 @@ pub(crate) struct Shared {
     registry: mio::Registry,
     waker: Waker,
     epoch: Instant,
-    entries: RwLock<HashMap<Token, Entry>>,
-    pub(crate) eps: RwLock<HashMap<EpId, Arc<EpConn>>>,
+    entries: RwLock<IdMap<Token, Entry>>,
+    pub(crate) eps: RwLock<IdMap<EpId, Arc<EpConn>>>,
     /// The endpoints as a list that progress can hold without a lock.
     snapshot: RwLock<Arc<[Arc<EpConn>]>>,
-    listeners: Mutex<HashMap<SpId, Token>>,
-    pub(crate) crs: Mutex<HashMap<CrId, Arc<Pending>>>,
-    pub(crate) srqs: RwLock<HashMap<SrqId, SharedSrq>>,
+    listeners: Mutex<IdMap<SpId, Token>>,
+    pub(crate) crs: Mutex<IdMap<CrId, Arc<Pending>>>,
+    pub(crate) srqs: RwLock<IdMap<SrqId, SharedSrq>>,
     next_token: AtomicUsize,
     next_cr: AtomicUsize,
     stop: AtomicBool,
-    /// When an application thread last called [`Shared::progress`] (ns since `epoch`).
+    /// When an application thread last called [`Shared::progress`] (ns since `epoch`),
+    /// stamped every [`handoff::STAMP_EVERY`] calls and after every call that moved bytes.
     last_progress: AtomicU64,
+    /// Calls of [`Shared::progress`] (approximate under concurrent callers).
+    progress_calls: AtomicU64,
     /// Some endpoint has its `backlog` flag set.
     any_backlog: AtomicBool,
     /// The driver has stepped back for a polling application (see the `handoff` module).
@@ -205,16 +228,17 @@ impl Shared {
             registry,
             waker,
             epoch: Instant::now(),
-            entries: RwLock::new(HashMap::new()),
-            eps: RwLock::new(HashMap::new()),
+            entries: RwLock::new(IdMap::default()),
+            eps: RwLock::new(IdMap::default()),
             snapshot: RwLock::new(Arc::from(Vec::new())),
-            listeners: Mutex::new(HashMap::new()),
-            crs: Mutex::new(HashMap::new()),
-            srqs: RwLock::new(HashMap::new()),
+            listeners: Mutex::new(IdMap::default()),
+            crs: Mutex::new(IdMap::default()),
+            srqs: RwLock::new(IdMap::default()),
             next_token: AtomicUsize::new(1),
             next_cr: AtomicUsize::new(1),
             stop: AtomicBool::new(false),
             last_progress: AtomicU64::new(0),
+            progress_calls: AtomicU64::new(0),
             any_backlog: AtomicBool::new(false),
             stepped_back: AtomicBool::new(false),
             handback: AtomicBool::new(false),
@@ -281,11 +305,21 @@ impl Shared {
     }
 
     /// Runs `f` on the endpoint's I/O state, then reports what the engine produced (in
-    /// order, with no engine lock held).
+    /// order, with no engine lock held). Returns only after facts another thread was
+    /// reporting meanwhile have been delivered too.
     pub(crate) fn with_io<R>(&self, ep: &EpConn, f: impl FnOnce(&Shared, &mut Io) -> R) -> R {
         let mut io = lock(&ep.io);
         let r = f(self, &mut io);
-        self.finish(ep, io);
+        self.finish(ep, io, true);
+        r
+    }
+
+    /// [`Shared::with_io`] for a post: when `f` leaves nothing to report, it does not wait
+    /// for another thread's delivery in progress (nothing of the post's depends on it).
+    pub(crate) fn with_io_post<R>(&self, ep: &EpConn, f: impl FnOnce(&Shared, &mut Io) -> R) -> R {
+        let mut io = lock(&ep.io);
+        let r = f(self, &mut io);
+        self.finish(ep, io, false);
         r
     }
 
@@ -298,12 +332,15 @@ impl Shared {
         };
         let r = f(self, &mut io);
         if r || io.backlog {
-            self.finish(ep, io);
+            self.finish(ep, io, false);
         }
         r
     }
 
-    fn finish(&self, ep: &EpConn, mut io: MutexGuard<'_, Io>) {
+    /// Publishes the engine's state (parked, backlog, deadline) and delivers its events.
+    /// `barrier`: with no events of its own, still wait until another thread's delivery in
+    /// progress is over.
+    fn finish(&self, ep: &EpConn, mut io: MutexGuard<'_, Io>, barrier: bool) {
         ep.parked.store(io.engine.is_parked(), Ordering::Relaxed);
         if std::mem::take(&mut io.backlog) {
             // Edge-triggered readiness will not report these bytes again: hand them to the
@@ -316,10 +353,18 @@ impl Shared {
             u64::try_from(d.saturating_duration_since(self.epoch).as_nanos())
                 .unwrap_or(u64::MAX - 1)
         });
-        let old = ep.deadline.swap(d, Ordering::AcqRel);
-        if d < old {
-            // The driver may sleep past the new deadline.
-            let _ = self.waker.wake();
+        // Read first: the deadline rarely changes, and a load is cheaper than a swap.
+        let old = ep.deadline.load(Ordering::Acquire);
+        if d != old {
+            let old = ep.deadline.swap(d, Ordering::AcqRel);
+            if d < old {
+                // The driver may sleep past the new deadline.
+                let _ = self.waker.wake();
+            }
+        }
+        if !barrier && !io.engine.has_events() {
+            // Nothing to report, so nothing whose order the delivery lock must keep.
+            return;
         }
         let mut out = lock(&ep.deliver);
         while let Some(ev) = io.engine.poll_event() {
@@ -349,9 +394,22 @@ impl Shared {
     /// Moves bytes between the endpoint's socket and engine until neither can go further.
     /// Returns true if anything moved.
     pub(crate) fn pump(&self, io: &mut Io, now: Instant, mode: Pump) -> bool {
+        self.pump_with(io, &mut Clock::at(now), mode)
+    }
+
+    /// [`Shared::pump`] reading the clock only if it needs the time: to execute input, or
+    /// to decide on an acknowledgement already waiting (a busy-polling thread's empty look,
+    /// and a post, read none).
+    pub(crate) fn pump_with(&self, io: &mut Io, clock: &mut Clock, mode: Pump) -> bool {
         let read = mode != Pump::Post;
-        io.engine
-            .set_ack_clock((mode != Pump::Serve).then_some(now));
+        // An acknowledgement that becomes due in this pump was set from the clock of this
+        // pump: it cannot be late yet, so without one waiting any time before now will do.
+        let ack_clock = match mode {
+            Pump::Serve => None,
+            _ if io.engine.ack_pending() => Some(clock.now()),
+            _ => Some(self.epoch),
+        };
+        io.engine.set_ack_clock(ack_clock);
         let mut any = false;
         // A read that returned less than it asked for emptied the socket: another read in
         // this pump would only cost a system call to hear `EAGAIN` (bytes that arrive later
@@ -360,7 +418,7 @@ impl Shared {
         for _ in 0..PUMP_BUDGET {
             let mut moved = false;
             if io.connecting {
-                match self.check_connected(io, now) {
+                match self.check_connected(io, clock.now()) {
                     Some(true) => io.connecting = false,
                     Some(false) => return any,
                     None => moved = true,
@@ -368,7 +426,7 @@ impl Shared {
             }
             // Execute what was read.
             if io.rx_len > 0 && !io.engine.is_closed() {
-                let used = io.engine.handle_input(now, &io.rx[..io.rx_len]);
+                let used = io.engine.handle_input(clock.now(), &io.rx[..io.rx_len]);
                 if used > 0 {
                     io.rx.copy_within(used..io.rx_len, 0);
                     io.rx_len -= used;
@@ -376,7 +434,11 @@ impl Shared {
                 }
             }
             // Write what the engine has.
-            if let Some(sock) = io.sock.as_mut().filter(|_| !io.connecting) {
+            if let Some(sock) = io
+                .sock
+                .as_mut()
+                .filter(|_| !io.connecting && io.engine.wants_transmit())
+            {
                 loop {
                     match vectored::write_queued(sock, &mut io.engine) {
                         Ok(0) => break,
@@ -420,7 +482,7 @@ impl Shared {
                 drained = matches!(got, Ok((n, _)) if n > 0 && n < asked);
                 match got {
                     Ok((n, true)) if n > 0 => {
-                        io.engine.rx_direct_done(now, n);
+                        io.engine.rx_direct_done(clock.now(), n);
                         moved = true;
                     }
                     Ok((0, _)) => {
@@ -574,14 +636,27 @@ impl Shared {
     /// Application-thread progress: executes what arrived on every endpoint not busy in
     /// another thread. Returns true if anything happened.
     pub(crate) fn progress(&self) -> bool {
-        let now = Instant::now();
-        self.last_progress.store(self.nanos(now), Ordering::Relaxed);
+        let mut clock = Clock::lazy();
+        // The driver only needs to know that calls keep coming (see the `handoff` module):
+        // one clock read every few calls tells it, and spares the rest of a busy poll.
+        // Concurrent callers may lose an increment: harmless.
+        let calls = self.progress_calls.load(Ordering::Relaxed).wrapping_add(1);
+        self.progress_calls.store(calls, Ordering::Relaxed);
+        if calls % handoff::STAMP_EVERY == 1 {
+            let now = clock.now();
+            self.last_progress.store(self.nanos(now), Ordering::Relaxed);
+        }
         let mut any = false;
         let eps = read(&self.snapshot).clone();
         for ep in eps.iter() {
             any |= self.try_with_io(ep, |sh, io| {
-                io.sock.is_some() && sh.pump(io, now, Pump::Poll)
+                io.sock.is_some() && sh.pump_with(io, &mut clock, Pump::Poll)
             });
+        }
+        if any {
+            // A call that moved bytes may have taken long (a large piece): stamp its end.
+            let now = clock.now();
+            self.last_progress.store(self.nanos(now), Ordering::Relaxed);
         }
         any
     }

@@ -380,6 +380,17 @@ impl Engine {
         self.parked_msn.is_some()
     }
 
+    /// True if [`Engine::poll_event`] has a fact to report.
+    pub fn has_events(&self) -> bool {
+        !self.events.is_empty()
+    }
+
+    /// True if requests of the peer have been executed but not acknowledged yet (whether a
+    /// bare `Ack` is due then depends on the clock given to [`Engine::set_ack_clock`]).
+    pub fn ack_pending(&self) -> bool {
+        self.processed != self.ack_sent
+    }
+
     /// Returns an endpoint to its initial state for a new connection (`dat_ep_reset`). Queued
     /// bytes are dropped; receives posted since are kept.
     pub fn reset(&mut self) {
@@ -724,7 +735,8 @@ impl Engine {
         [connect, rnr, drain].into_iter().flatten().min()
     }
 
-    /// The next fact to report.
+    /// The next fact to report. Successful completions of requests posted with
+    /// `DAT_COMPLETION_SUPPRESS_FLAG` are not reported (the consumer would never see them).
     pub fn poll_event(&mut self) -> Option<Event> {
         self.events.pop_front()
     }

@@ -16,7 +16,7 @@ use dat_core::types::{
     CloseFlags, ConnQual, CrId, EpId, IaAttr, ProviderAttr, SpId, SrqId, Timeout,
 };
 
-use crate::driver::{Pump, Shared, lock, read, write};
+use crate::driver::{Clock, Pump, Shared, lock, read, write};
 use crate::engine::{Engine, EngineConfig, SharedSrq};
 use crate::params::TcpParams;
 use crate::wire::MAX_PRIVATE_DATA;
@@ -265,12 +265,12 @@ impl Transport for TcpIa {
     fn post(&self, ep: EpId, wr: WorkRequest) -> DatResult<()> {
         let conn = self.shared.ep(ep).ok_or_else(no_ep)?;
         let recv = wr.op == PostOp::Recv;
-        self.shared.with_io(&conn, |sh, io| {
+        self.shared.with_io_post(&conn, |sh, io| {
             io.engine.post(wr);
             if !recv || io.engine.is_parked() {
                 // Frames go out from this thread; a parked send may now proceed.
                 let mode = if recv { Pump::Serve } else { Pump::Post };
-                sh.pump(io, Instant::now(), mode);
+                sh.pump_with(io, &mut Clock::lazy(), mode);
             }
         });
         Ok(())

@@ -532,11 +532,17 @@ fn emit_rdma_fields(msn: u32, len: u32, rkey: u32, addr: u64, out: &mut Vec<u8>)
 }
 
 fn emit_header(kind: Kind, flags: u8, body_len: usize, ack: u32, out: &mut Vec<u8>) {
-    out.push(kind as u8);
-    out.push(flags);
-    out.extend_from_slice(&0u16.to_le_bytes());
-    out.extend_from_slice(&u32::try_from(body_len).unwrap_or(u32::MAX).to_le_bytes());
-    out.extend_from_slice(&ack.to_le_bytes());
+    out.extend_from_slice(&header_bytes(kind, flags, body_len, ack));
+}
+
+/// The 12 header bytes, built in place so that a frame costs one append, not one per field.
+fn header_bytes(kind: Kind, flags: u8, body_len: usize, ack: u32) -> [u8; 12] {
+    let mut h = [0u8; 12];
+    h[0] = kind as u8;
+    h[1] = flags;
+    h[4..8].copy_from_slice(&u32::try_from(body_len).unwrap_or(u32::MAX).to_le_bytes());
+    h[8..12].copy_from_slice(&ack.to_le_bytes());
+    h
 }
 
 /// The header of a data piece whose payload the caller appends itself (gathered straight from
@@ -577,9 +583,17 @@ impl DataHeader {
         let payload_len = payload_len.min(MAX_CHUNK);
         match *self {
             DataHeader::Send { msn, total } => {
-                emit_header(Kind::Send, flags & DATA_FLAGS, 8 + payload_len, ack, out);
-                out.extend_from_slice(&msn.to_le_bytes());
-                out.extend_from_slice(&total.to_le_bytes());
+                // The frame of every small message: one append.
+                let mut f = [0u8; 20];
+                f[..12].copy_from_slice(&header_bytes(
+                    Kind::Send,
+                    flags & DATA_FLAGS,
+                    8 + payload_len,
+                    ack,
+                ));
+                f[12..16].copy_from_slice(&msn.to_le_bytes());
+                f[16..20].copy_from_slice(&total.to_le_bytes());
+                out.extend_from_slice(&f);
             }
             DataHeader::ReadResp { msn, total } => {
                 emit_header(

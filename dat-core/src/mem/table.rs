@@ -60,7 +60,6 @@
 //! `DAT_PRIVILEGES_VIOLATION | DAT_PRIVILEGES_RDMA_WRITE`. A failed bind leaves an existing
 //! binding in place; a successful one revokes the RMR's previous `rmr_context` at once.
 
-use std::collections::HashMap;
 use std::fmt;
 use std::sync::Arc;
 
@@ -68,6 +67,7 @@ use super::buffer::Buffer;
 use super::keys::KeyGen;
 use super::segment::{SegList, Segment};
 use crate::error::{DatError, DatResult, ErrorType, Subtype};
+use crate::idmap::IdMap;
 use crate::types::{DtoStatus, LmrId, LmrTriplet, MemPriv, PzId, RmrId, VaType};
 
 /// Every privilege bit DAT 2.0 (with the IB atomic extension) defines.
@@ -141,9 +141,9 @@ struct Binding {
 /// The LMRs and RMR bindings of one IA: `lmr_context` → LMR, `rmr_context` → LMR or window,
 /// `RmrId` → binding. See the [module documentation](self) for the rules and codes.
 pub struct MemTable {
-    lmrs: HashMap<u32, Arc<Region>>,
-    rkeys: HashMap<u32, Arc<Region>>,
-    rmrs: HashMap<RmrId, Binding>,
+    lmrs: IdMap<u32, Arc<Region>>,
+    rkeys: IdMap<u32, Arc<Region>>,
+    rmrs: IdMap<RmrId, Binding>,
     keys: KeyGen,
     empty: Arc<Buffer>,
 }
@@ -233,9 +233,9 @@ impl MemTable {
 
     fn with_keys(keys: KeyGen) -> MemTable {
         MemTable {
-            lmrs: HashMap::new(),
-            rkeys: HashMap::new(),
-            rmrs: HashMap::new(),
+            lmrs: IdMap::default(),
+            rkeys: IdMap::default(),
+            rmrs: IdMap::default(),
             keys,
             // A zero-length buffer owns no memory; sharing one avoids allocating per empty
             // segment.

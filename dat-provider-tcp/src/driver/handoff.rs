@@ -25,6 +25,9 @@ pub(crate) const CHECK: Duration = Duration::from_micros(50);
 pub(crate) const CHECK_MAX: Duration = Duration::from_micros(800);
 /// An application that called `progress` this recently is polling.
 const POLLING: Duration = Duration::from_micros(20);
+/// `progress` stamps the time once every this many calls (a busy poll makes one call in
+/// well under a microsecond plus a `recv`, so the stamp stays far fresher than [`POLLING`]).
+pub(crate) const STAMP_EVERY: u64 = 8;
 
 impl Shared {
     /// True if an application thread called `progress` within [`POLLING`] of `now`.

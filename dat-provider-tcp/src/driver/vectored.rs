@@ -1,6 +1,7 @@
 //! Writing an engine's queued runs with one `writev`, straight from registered memory.
 
 use std::io::{self, ErrorKind, Write};
+use std::mem::MaybeUninit;
 use std::os::fd::AsRawFd;
 
 use mio::net::TcpStream;
@@ -16,10 +17,9 @@ const MAX_IOV: usize = 64;
 /// # Errors
 /// The socket's error; `WouldBlock` when its buffer is full.
 pub(super) fn write_queued(sock: &mut TcpStream, engine: &mut Engine) -> io::Result<usize> {
-    let mut iov = [libc::iovec {
-        iov_base: std::ptr::null_mut(),
-        iov_len: 0,
-    }; MAX_IOV];
+    // Left uninitialised (a message needs one or two of the 64 entries: zeroing them all
+    // would cost more than filling them); entries `..count` are written below.
+    let mut iov = [const { MaybeUninit::<libc::iovec>::uninit() }; MAX_IOV];
     let mut count = 0;
     let mut valid = true;
     for piece in engine.poll_transmit_pieces().take(MAX_IOV) {
@@ -43,10 +43,10 @@ pub(super) fn write_queued(sock: &mut TcpStream, engine: &mut Engine) -> io::Res
             }
         };
         if let Some(slot) = iov.get_mut(count) {
-            *slot = libc::iovec {
+            slot.write(libc::iovec {
                 iov_base: ptr.cast_mut().cast(),
                 iov_len: len,
-            };
+            });
             count += 1;
         }
     }
@@ -69,8 +69,9 @@ pub(super) fn write_queued(sock: &mut TcpStream, engine: &mut Engine) -> io::Res
     // runs of the engine's transmit buffer (borrowed mutably by our caller, so nothing
     // mutates it) and ranges of registered buffers checked above to lie inside their
     // allocation, kept alive by the `Arc`s the engine's queue holds. `writev` only reads
-    // them; `fd` is the socket's open descriptor.
-    let r = unsafe { libc::writev(fd, iov.as_ptr(), n) };
+    // them; `fd` is the socket's open descriptor. Entries `..count` of `iov` were written
+    // above (`MaybeUninit<iovec>` has the layout of `iovec`), and `writev` reads no others.
+    let r = unsafe { libc::writev(fd, iov.as_ptr().cast::<libc::iovec>(), n) };
     if r < 0 {
         let e = io::Error::last_os_error();
         return Err(if e.raw_os_error() == Some(libc::EAGAIN) {

@@ -105,9 +105,13 @@ impl Engine {
             }
             if let Some(p) = self.outstanding.pop_front() {
                 self.tx_idx = self.tx_idx.saturating_sub(1);
-                self.events.push_back(Event::Completion(
-                    p.wr.completion(DtoStatus::Success, p.len),
-                ));
+                // A successful completion the consumer suppressed is never delivered: not
+                // reporting it spares an upcall per message (errors are always reported).
+                if !p.wr.flags.contains(CompletionFlags::SUPPRESS) {
+                    self.events.push_back(Event::Completion(
+                        p.wr.completion(DtoStatus::Success, p.len),
+                    ));
+                }
             }
         }
     }
@@ -262,6 +266,14 @@ impl Engine {
                 self.nak_and_break(msn, DtoStatus::RemoteResponder);
                 return Ok(Flow::Stop);
             }
+            if flags & LAST != 0 && n == total && payload.len() == n as usize {
+                // The whole message in this one piece (every small send): no receive state
+                // to keep between pieces.
+                scatter_at(&recv.segs, 0, payload);
+                self.complete_recv(&recv, total, flags);
+                self.executed(msn, now);
+                return Ok(Flow::Next);
+            }
             scatter_at(&recv.segs, 0, payload);
             self.rx_cur = Some(RxCur::Send {
                 msn,
@@ -297,14 +309,20 @@ impl Engine {
     fn finish_send(&mut self, now: Instant, msn: u32, total: u32, flags: u8) {
         if flags & LAST != 0 {
             if let Some(RxCur::Send { recv, .. }) = self.rx_cur.take() {
-                let mut c = recv.completion(DtoStatus::Success, total);
-                if flags & SOLICITED != 0 {
-                    c.flags |= CompletionFlags::SOLICITED_WAIT;
-                }
-                self.events.push_back(Event::Completion(c));
+                self.complete_recv(&recv, total, flags);
             }
             self.executed(msn, now);
         }
+    }
+
+    /// Reports the receive that took a whole send of `total` bytes (its last piece had
+    /// `flags`).
+    fn complete_recv(&mut self, recv: &WorkRequest, total: u32, flags: u8) {
+        let mut c = recv.completion(DtoStatus::Success, total);
+        if flags & SOLICITED != 0 {
+            c.flags |= CompletionFlags::SOLICITED_WAIT;
+        }
+        self.events.push_back(Event::Completion(c));
     }
 
     /// When only `present` of the piece's `n` payload bytes (starting at message position

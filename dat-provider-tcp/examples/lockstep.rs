@@ -1,0 +1,225 @@
+//! Counts, not times: an 8-byte ping-pong in lock step on one thread, through the `dat`
+//! facade over a real loopback connection (`dat`) or over raw TCP sockets (`raw`), so that
+//! load-independent costs per round trip can be counted and compared:
+//!
+//! ```sh
+//! cargo build --release -p dat-provider-tcp --example lockstep
+//! L=target/release/examples/lockstep
+//! $L dat 100000                      # allocations per round trip (counting allocator)
+//! $L idle 100000                     # one empty poll (`Evd::dequeue` finding nothing)
+//! strace -c -f $L dat 20000          # system calls per round trip (minus the setup)
+//! valgrind --tool=callgrind $L dat 20000   # instructions per round trip (also `raw`)
+//! ```
+//!
+//! One thread plays both ends: A posts a receive and a send, B dequeues until the message
+//! arrives (loopback delivers it within A's `writev`), posts a receive and the reply, and A
+//! dequeues until the reply arrives. Busy-polling adds failed reads while the peer's thread
+//! is elsewhere; lock step leaves only the work every message needs.
+
+// A measuring tool: its output is the point.
+#![allow(clippy::print_stdout, clippy::print_stderr)]
+
+use std::alloc::{GlobalAlloc, Layout, System};
+use std::io::{ErrorKind, Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use dat::types::{CompletionFlags, Cookie, DtoOp, EvdFlags, MemPriv, PspFlags, Qos, Timeout};
+use dat::{ConnectFlags, EpParams, Evd, Event, EventData};
+use dat_core::config::{Source, parse_toml};
+use dat_provider_tcp::TcpProvider;
+
+/// Counts allocations (and reallocations) made by any thread.
+struct Counting;
+
+static ALLOCS: AtomicU64 = AtomicU64::new(0);
+
+// SAFETY: forwards every call unchanged to the system allocator; only counts.
+unsafe impl GlobalAlloc for Counting {
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        ALLOCS.fetch_add(1, Ordering::Relaxed);
+        // SAFETY: the caller's contract is passed on unchanged.
+        unsafe { System.alloc(layout) }
+    }
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        // SAFETY: the caller's contract is passed on unchanged.
+        unsafe { System.dealloc(ptr, layout) }
+    }
+    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new: usize) -> *mut u8 {
+        ALLOCS.fetch_add(1, Ordering::Relaxed);
+        // SAFETY: the caller's contract is passed on unchanged.
+        unsafe { System.realloc(ptr, layout, new) }
+    }
+}
+
+#[global_allocator]
+static GLOBAL: Counting = Counting;
+
+fn main() {
+    let mut args = std::env::args().skip(1);
+    let mode = args.next().unwrap_or_else(|| "dat".into());
+    let n: u64 = args.next().and_then(|s| s.parse().ok()).unwrap_or(10_000);
+    match mode.as_str() {
+        "dat" => dat_lockstep(n, false),
+        "idle" => dat_lockstep(n, true),
+        "raw" => raw_lockstep(n),
+        _ => eprintln!("usage: lockstep [dat|idle|raw] [round trips or polls]"),
+    }
+}
+
+fn report(what: &str, n: u64, start: Instant, allocs: u64) {
+    let us = start.elapsed().as_secs_f64() * 1e6 / n as f64;
+    println!(
+        "{what}: {n} times, {us:.2} us each (one thread, both ends), {:.3} allocations each",
+        allocs as f64 / n as f64
+    );
+}
+
+fn until_receive(evd: &Evd) {
+    loop {
+        if let Ok(Event {
+            data: EventData::Dto(c),
+            ..
+        }) = evd.dequeue()
+            && c.operation == DtoOp::Receive
+        {
+            assert_eq!(c.transferred_length, 8);
+            return;
+        }
+    }
+}
+
+/// `idle`: instead of round trips, `n` polls of an EVD on a connection with nothing arriving
+/// (the cost of one look of a busy-polling thread, minus the `recv` that finds nothing).
+fn dat_lockstep(n: u64, idle: bool) {
+    let text = "version = 1\n[[ia]]\nname = \"t\"\nprovider = \"tcp\"\nparams = { address = \"127.0.0.1\" }\n";
+    let cfg = parse_toml(text, Source::Embedded, &["tcp"]).unwrap();
+    let reg = dat::Registry::new(cfg, vec![Arc::new(TcpProvider::new())]);
+    let t = Timeout::from_duration(Duration::from_secs(10));
+    let mk = || {
+        let ia = reg.open_ia(Some("t"), 8).unwrap();
+        let pz = ia.create_pz().unwrap();
+        let dto = ia.create_evd(64, EvdFlags::DTO, None).unwrap();
+        let conn = ia.create_evd(8, EvdFlags::CONNECTION, None).unwrap();
+        let cr = ia.create_evd(8, EvdFlags::CR, None).unwrap();
+        let ep = ia
+            .create_ep(&EpParams {
+                pz: Some(&pz),
+                recv_evd: Some(&dto),
+                request_evd: Some(&dto),
+                connect_evd: Some(&conn),
+                srq: None,
+                attr: None,
+            })
+            .unwrap();
+        let lmr = pz.alloc(64, MemPriv::ALL).unwrap();
+        (ia, pz, dto, conn, cr, ep, lmr)
+    };
+    let a = mk();
+    let b = mk();
+    let sp = b.0.create_psp_any(&b.4, PspFlags::Consumer).unwrap();
+    a.5.connect(
+        b.0.attr().ia_address,
+        sp.conn_qual(),
+        t,
+        &[],
+        Qos::BestEffort,
+        ConnectFlags::Default,
+    )
+    .unwrap();
+    let (ev, _) = b.4.wait(t, 1).unwrap();
+    let EventData::ConnectionRequest { cr, .. } = ev.data else {
+        panic!("no connection request: {ev:?}")
+    };
+    b.0.cr(cr).unwrap().accept(Some(&b.5), &[]).unwrap();
+    a.3.wait(t, 1).unwrap();
+    b.3.wait(t, 1).unwrap();
+    let round = || {
+        a.5.post_recv(&[a.6.triplet(0, 8)], Cookie(0), CompletionFlags::DEFAULT)
+            .unwrap();
+        a.5.post_send(&[a.6.triplet(8, 8)], Cookie(1), CompletionFlags::SUPPRESS)
+            .unwrap();
+        until_receive(&b.2);
+        b.5.post_recv(&[b.6.triplet(0, 8)], Cookie(0), CompletionFlags::DEFAULT)
+            .unwrap();
+        b.5.post_send(&[b.6.triplet(8, 8)], Cookie(1), CompletionFlags::SUPPRESS)
+            .unwrap();
+        until_receive(&a.2);
+    };
+    b.5.post_recv(&[b.6.triplet(0, 8)], Cookie(0), CompletionFlags::DEFAULT)
+        .unwrap();
+    // Warm up (first-use allocations, the driver stepping back), then count.
+    for _ in 0..1000 {
+        round();
+    }
+    if idle {
+        let before = ALLOCS.load(Ordering::Relaxed);
+        let start = Instant::now();
+        for _ in 0..n {
+            assert!(a.2.dequeue().is_err(), "nothing was sent");
+        }
+        report(
+            "idle polls",
+            n,
+            start,
+            ALLOCS.load(Ordering::Relaxed) - before,
+        );
+        return;
+    }
+    let before = ALLOCS.load(Ordering::Relaxed);
+    let start = Instant::now();
+    for _ in 0..n {
+        round();
+    }
+    report(
+        "dat round trips",
+        n,
+        start,
+        ALLOCS.load(Ordering::Relaxed) - before,
+    );
+}
+
+fn raw_lockstep(n: u64) {
+    fn recv8(s: &mut TcpStream) {
+        let mut buf = [0u8; 8];
+        let mut got = 0;
+        while got < 8 {
+            match s.read(&mut buf[got..]) {
+                Ok(0) => panic!("peer closed"),
+                Ok(k) => got += k,
+                Err(e) if e.kind() == ErrorKind::WouldBlock => std::hint::spin_loop(),
+                Err(e) => panic!("read: {e}"),
+            }
+        }
+    }
+    let l = TcpListener::bind("127.0.0.1:0").unwrap();
+    let mut a = TcpStream::connect(l.local_addr().unwrap()).unwrap();
+    let (mut b, _) = l.accept().unwrap();
+    for s in [&a, &b] {
+        s.set_nodelay(true).unwrap();
+        s.set_nonblocking(true).unwrap();
+    }
+    let msg = [7u8; 8];
+    let mut round = || {
+        a.write_all(&msg).unwrap();
+        recv8(&mut b);
+        b.write_all(&msg).unwrap();
+        recv8(&mut a);
+    };
+    for _ in 0..1000 {
+        round();
+    }
+    let before = ALLOCS.load(Ordering::Relaxed);
+    let start = Instant::now();
+    for _ in 0..n {
+        round();
+    }
+    report(
+        "raw round trips",
+        n,
+        start,
+        ALLOCS.load(Ordering::Relaxed) - before,
+    );
+}
