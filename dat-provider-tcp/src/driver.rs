@@ -387,7 +387,7 @@ impl Shared {
             if io.sock.is_some() {
                 self.pump(&mut io, Instant::now(), Pump::Post);
             }
-            self.finish(ep, io);
+            self.finish(ep, io, false);
         }
     }
 
