@@ -233,10 +233,10 @@ for ia in $ias; do
     # and a blocking round trip can cost a scheduler tick. There the bulk checks run smaller
     # (the names stay the same): dtest, -p and -c with 64 KiB buffers instead of dtest's
     # default 4 MiB (-b 65536; the burst of 1000 stays: 2000 RDMA writes of 4 MiB took 90 s),
-    # dtest -D -a sizes up to 64 KiB instead of 4 MiB, dtestcm 100 connections, not 1000.
-    b=() da_args=(-D -a) cm_conns=1000
+    # and dtest -D -a sizes up to 64 KiB instead of 4 MiB (-b 65536: 50 s there).
+    b=() da_args=(-D -a)
     if [ "$ia" = rs-verbs ]; then
-        b=(-b 65536) da_args=(-D -a -b 65536) cm_conns=100
+        b=(-b 65536) da_args=(-D -a -b 65536)
     fi
     pair "$ia-dtest" dtest -P "$ia" -s "${b[@]}" -- dtest -P "$ia" -h $h "${b[@]}"
     pair "$ia-dtest-p" dtest -P "$ia" -s -p "${b[@]}" -- dtest -P "$ia" -h $h -p "${b[@]}"
@@ -244,7 +244,7 @@ for ia in $ias; do
     pair "$ia-dtest-W" dtest -P "$ia" -s -W -- dtest -P "$ia" -h $h -W
     T=$TLONG pair "$ia-dtest-Da" dtest -P "$ia" -s "${da_args[@]}" -- dtest -P "$ia" -h $h "${da_args[@]}"
     pair "$ia-dtest-B10" dtest -P "$ia" -s -B 10 -b 65536 -- dtest -P "$ia" -h $h -B 10 -b 65536
-    pair_quiet "$ia-dtestcm" dtestcm -P "$ia" -s -c $cm_conns -- dtestcm -P "$ia" -h $h -c $cm_conns
+    pair_quiet "$ia-dtestcm" dtestcm -P "$ia" -s -c 1000 -- dtestcm -P "$ia" -h $h -c 1000
     pair_quiet "$ia-dtestsrq" dtestsrq -P "$ia" -s -- dtestsrq -P "$ia" -h $h
 
     # Server-side FFT features (their PSPs use dapltest's server port): before the server runs.
