@@ -123,7 +123,8 @@ fi
 wait_ready() { # server-log server-pid
     local i
     for i in $(seq 100); do
-        if grep -Eqi 'waiting for (client connection|connect request)|ready on port' "$1"; then
+        # -s: the background shell may not have created the log yet.
+        if grep -Eqsi 'waiting for (client connection|connect request)|ready on port' "$1"; then
             sleep 0.5
             return
         fi
