@@ -5,7 +5,7 @@
 # dat-capi/tests/stock-suite.sh in the VM on the IA rs-verbs only (dat IA `rxe0` of
 # dat-provider-verbs/tests/rxe.toml, clients connecting to the device's $RXE_IP). The bulk
 # checks run with smaller sizes there (emulated CPU; see "Sizes" in stock-suite.sh). All 23
-# checks pass, about 3-4.5 min with the VM boot.
+# checks pass, about 3-5 min with the VM boot.
 #
 #   dat-provider-verbs/tests/rxe-stock.sh
 #   STOCK_ONLY='dtest$' dat-provider-verbs/tests/rxe-stock.sh   # a subset (see stock-suite.sh)
