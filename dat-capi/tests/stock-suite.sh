@@ -1,16 +1,27 @@
 #!/usr/bin/env bash
 # Runs the unmodified Debian uDAPL test programs (dapl2-utils) against our providers through
-# the stock libdat2 and libdat_capi.so, on the tcp and the shm IA (reference 5.1-5.5).
+# the stock libdat2 and libdat_capi.so, on the tcp and the shm IA (reference 5.1-5.5), and on
+# the verbs IA inside the Soft-RoCE VM (dat-provider-verbs/tests/rxe-stock.sh runs it there).
 #
 #   dat-capi/tests/stock-suite.sh            # builds libdat_capi.so (release) and runs
 #   DATCAPI_SO=/abs/libdat_capi.so dat-capi/tests/stock-suite.sh
 #   STOCK_ONLY='dtestsrq' dat-capi/tests/stock-suite.sh   # only the checks whose name matches
 #                                                        # this extended regex (e.g. rs-shm-T-)
+#   STOCK_IAS='rs-verbs' STOCK_HOST=192.0.2.1 STOCK_DAT_CONF=dat-provider-verbs/tests/rxe.toml \
+#       dat-capi/tests/stock-suite.sh     # the verbs IA (dat IA `rxe0`); see rxe-stock.sh
+#
+# STOCK_IAS: the libdat2 IAs to run, of rs-tcp (dat IA tcp-lo), rs-shm (shm0) and rs-verbs
+# (rxe0, or STOCK_VERBS_IA); default "rs-tcp rs-shm". STOCK_HOST: the address dtest and
+# dapltest clients connect to (default 127.0.0.1; on verbs the device's IP, which rdma_cm
+# resolves to the device). STOCK_DAT_CONF: the dat TOML registry the IAs resolve through
+# (exported as DAT_CONF; default: none, the built-in IAs). On rs-verbs the bulk checks run
+# with smaller sizes (see "Sizes" below).
 #
 # Judges by output and exit codes (dtest prints PASSED/FAILED and exits 0 either way;
 # dapltest's exit code is only the subtype byte), every program under a timeout.
-# An IA that cannot be opened (its provider is not compiled into `dat`) is skipped with a
-# SKIP line; if no IA can be opened the script exits 0. Any other failure exits 1.
+# An IA that cannot be opened (its provider is not compiled into `dat`, or on rs-verbs no RDMA
+# device) is skipped with a SKIP line; if no IA can be opened the script exits 0. Any other
+# failure exits 1.
 set -u
 
 here=$(cd "$(dirname "$0")" && pwd)
@@ -84,13 +95,27 @@ if [ -z "$so" ]; then
 fi
 [ -f "$so" ] || { log "FAIL: $so not found"; exit 1; }
 
+# The libdat2 registry: one line per selected IA, naming the dat IA it serves.
+ias=${STOCK_IAS:-rs-tcp rs-shm}
+h=${STOCK_HOST:-127.0.0.1}
 conf="$work/dat.conf"
-cat >"$conf" <<CONF
-rs-tcp u2.0 nonthreadsafe default $so dat.2.0 "tcp-lo" ""
-rs-shm u2.0 nonthreadsafe default $so dat.2.0 "shm0" ""
-CONF
+: >"$conf"
+for ia in $ias; do
+    case $ia in
+        rs-tcp) dia=tcp-lo ;;
+        rs-shm) dia=shm0 ;;
+        rs-verbs) dia=${STOCK_VERBS_IA:-rxe0} ;;
+        *) log "FAIL: STOCK_IAS: unknown IA '$ia' (rs-tcp, rs-shm, rs-verbs)"; rm -rf "$work"; exit 1 ;;
+    esac
+    printf '%s u2.0 nonthreadsafe default %s dat.2.0 "%s" ""\n' "$ia" "$so" "$dia" >>"$conf"
+done
 export DAT_OVERRIDE="$conf"
 unset DAT_CONF
+if [ -n "${STOCK_DAT_CONF:-}" ]; then
+    [ -f "$STOCK_DAT_CONF" ] || { log "FAIL: STOCK_DAT_CONF=$STOCK_DAT_CONF not found"; rm -rf "$work"; exit 1; }
+    DAT_CONF=$(cd "$(dirname "$STOCK_DAT_CONF")" && pwd)/$(basename "$STOCK_DAT_CONF")
+    export DAT_CONF
+fi
 
 # Waits (up to 10 s) until the server in the background says it waits for clients (plus a
 # moment for its PSP), or has exited. (dtest v2 creates its PSP only after its server-info
@@ -98,7 +123,8 @@ unset DAT_CONF
 wait_ready() { # server-log server-pid
     local i
     for i in $(seq 100); do
-        if grep -Eqi 'waiting for (client connection|connect request)|ready on port' "$1"; then
+        # -s: the background shell may not have created the log yet.
+        if grep -Eqsi 'waiting for (client connection|connect request)|ready on port' "$1"; then
             sleep 0.5
             return
         fi
@@ -191,7 +217,7 @@ dt() { # name args...
 }
 
 opened=0
-for ia in rs-tcp rs-shm; do
+for ia in $ias; do
     probe="$work/$ia.probe"
     DAT_DBG_TYPE=0x10 timeout 30 dapltest -T L -D "$ia" -w 1 -m 1 limit_ia >"$probe" 2>&1
     if ! grep -q "dat_registry_add_provider ($ia," "$probe"; then
@@ -199,17 +225,25 @@ for ia in rs-tcp rs-shm; do
         continue
     fi
     if grep -q 'PROVIDER_NOT_FOUND' "$probe"; then
-        log "SKIP: $ia cannot be opened (its provider is not compiled into dat): $(grep -m1 PROVIDER_NOT_FOUND "$probe")"
+        log "SKIP: $ia cannot be opened (its provider is not compiled into dat, or no such device here): $(grep -m1 PROVIDER_NOT_FOUND "$probe")"
         continue
     fi
     opened=$((opened + 1))
     log "== $ia"
-    h=127.0.0.1
-    pair "$ia-dtest" dtest -P "$ia" -s -- dtest -P "$ia" -h $h
-    pair "$ia-dtest-p" dtest -P "$ia" -s -p -- dtest -P "$ia" -h $h -p
-    pair "$ia-dtest-c" dtest -P "$ia" -s -c -- dtest -P "$ia" -h $h -c
+    # Sizes. rs-verbs runs on Soft-RoCE in the emulated (TCG) guest of rxe-vm: tens of MB/s,
+    # and a blocking round trip can cost a scheduler tick. There the bulk checks run smaller
+    # (the names stay the same): dtest, -p and -c with 64 KiB buffers instead of dtest's
+    # default 4 MiB (-b 65536; the burst of 1000 stays: 2000 RDMA writes of 4 MiB took 90 s),
+    # and dtest -D -a sizes up to 64 KiB instead of 4 MiB (-b 65536: 50 s there).
+    b=() da_args=(-D -a)
+    if [ "$ia" = rs-verbs ]; then
+        b=(-b 65536) da_args=(-D -a -b 65536)
+    fi
+    pair "$ia-dtest" dtest -P "$ia" -s "${b[@]}" -- dtest -P "$ia" -h $h "${b[@]}"
+    pair "$ia-dtest-p" dtest -P "$ia" -s -p "${b[@]}" -- dtest -P "$ia" -h $h -p "${b[@]}"
+    pair "$ia-dtest-c" dtest -P "$ia" -s -c "${b[@]}" -- dtest -P "$ia" -h $h -c "${b[@]}"
     pair "$ia-dtest-W" dtest -P "$ia" -s -W -- dtest -P "$ia" -h $h -W
-    T=$TLONG pair "$ia-dtest-Da" dtest -P "$ia" -s -D -a -- dtest -P "$ia" -h $h -D -a
+    T=$TLONG pair "$ia-dtest-Da" dtest -P "$ia" -s "${da_args[@]}" -- dtest -P "$ia" -h $h "${da_args[@]}"
     pair "$ia-dtest-B10" dtest -P "$ia" -s -B 10 -b 65536 -- dtest -P "$ia" -h $h -B 10 -b 65536
     pair_quiet "$ia-dtestcm" dtestcm -P "$ia" -s -c 1000 -- dtestcm -P "$ia" -h $h -c 1000
     pair_quiet "$ia-dtestsrq" dtestsrq -P "$ia" -s -- dtestsrq -P "$ia" -h $h
@@ -249,7 +283,7 @@ for ia in rs-tcp rs-shm; do
 done
 
 if [ $opened -eq 0 ]; then
-    log "SKIP: no IA could be opened through libdat2 (tcp and shm providers not compiled in)"
+    log "SKIP: no IA of '$ias' could be opened through libdat2 (providers not compiled in, or no device)"
     rm -rf "$work"
     exit 0
 fi
