@@ -95,6 +95,16 @@ if [ -z "$so" ]; then
 fi
 [ -f "$so" ] || { log "FAIL: $so not found"; exit 1; }
 
+# dtest and dapltest use fixed ports and qualifiers (15828, 45248, 62000...): two runs on one
+# machine would take each other's. Wait for any other run to finish (up to STOCK_LOCK_WAIT
+# seconds, default 3600).
+lock="${TMPDIR:-/tmp}/datrs-stock-suite.lock"
+exec 9>>"$lock"
+if command -v flock >/dev/null && ! flock -n 9; then
+    log "waiting for another stock-suite run (lock $lock)"
+    flock -w "${STOCK_LOCK_WAIT:-3600}" 9 || { log "FAIL: another stock-suite run holds $lock"; exit 1; }
+fi
+
 # The libdat2 registry: one line per selected IA, naming the dat IA it serves.
 ias=${STOCK_IAS:-rs-tcp rs-shm}
 h=${STOCK_HOST:-127.0.0.1}
