@@ -36,7 +36,10 @@ use crate::ring::{self, Segment};
 use crate::sys::{self, Epoll, Mapping};
 use crate::wire::{self, Packet};
 
+mod active;
 mod transport;
+
+use active::Retry;
 
 /// Validated parameters of an IA.
 #[derive(Clone, Debug)]
@@ -54,6 +57,8 @@ pub struct Params {
     /// Let a waiting application thread sleep on the rings' own wake-ups
     /// (`Transport::block`) instead of the facade's condition variable (the default).
     pub wait_in_provider: bool,
+    /// How long a connect that finds nobody listening is retried (zero: never).
+    pub connect_retry: Duration,
 }
 
 const TOK_WAKE: u64 = 0;
@@ -130,6 +135,8 @@ struct State {
     conns: HashMap<u64, Conn>,
     crs: HashMap<CrId, u64>,
     deferred: Vec<(EpId, CmFact)>,
+    /// Connects that found nobody listening, waiting for their next attempt.
+    retries: HashMap<EpId, Retry>,
     /// Connections to tear down from the provider thread, with the fact to report.
     doomed: Vec<(u64, CmFact)>,
     lingers: HashMap<u64, Linger>,
@@ -726,6 +733,11 @@ impl Shared {
         }
         for t in &st.resweep {
             next = Some(next.map_or(*t, |n| n.min(*t)));
+        }
+        if !st.retries.is_empty()
+            && let Some(t) = self.run_retries(st, now, out)
+        {
+            next = Some(next.map_or(t, |n| n.min(t)));
         }
         next
     }

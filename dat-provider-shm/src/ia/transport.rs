@@ -18,42 +18,6 @@ impl ShmIa {
     fn rdma_mode(&self) -> &'static str {
         if self.shared.cma_mode { "cma" } else { "copy" }
     }
-
-    /// Requester: creates the segment, connects to the qualifier's listener, sends the request.
-    /// `Ok(None)`: nobody listens.
-    fn open_conn(&self, qual: ConnQual, pdata: &[u8]) -> DatResult<Option<(OwnedFd, DataPath)>> {
-        let sh = &self.shared;
-        let Some(sock) = rendezvous::connect(&sh.params.dir, qual.0).map_err(|_| resources())?
-        else {
-            return Ok(None);
-        };
-        let len = ring::segment_len(sh.params.slots, sh.params.slot_size);
-        let memfd = sys::memfd(len).map_err(|_| resources())?;
-        let map = Mapping::new(memfd.as_fd(), len).map_err(|_| resources())?;
-        let seg =
-            Segment::create(map, sh.params.slots, sh.params.slot_size).ok_or_else(resources)?;
-        let acc_efd = sys::eventfd().map_err(|_| resources())?;
-        let req_efd = sys::eventfd().map_err(|_| resources())?;
-        let req = Packet::Request {
-            pid: sys::pid() as u32,
-            probe: (&raw const *sh.probe) as u64,
-            slots: sh.params.slots,
-            slot_size: sh.params.slot_size,
-            pdata: pdata.to_vec(),
-        };
-        if sys::send_packet(
-            sock.as_fd(),
-            &req.encode(),
-            &[memfd.as_fd(), acc_efd.as_fd(), req_efd.as_fd()],
-        )
-        .is_err()
-        {
-            return Ok(None);
-        }
-        let pid = sys::peer_cred(sock.as_fd()).map(|(p, _)| p).unwrap_or(0);
-        let (tx, rx) = ring::ends(&seg, true);
-        Ok(Some((sock, DataPath::new(tx, rx, req_efd, acc_efd, pid))))
-    }
 }
 
 impl Transport for ShmIa {
@@ -93,6 +57,7 @@ impl Transport for ShmIa {
     fn reset_ep(&self, ep: EpId) -> DatResult<()> {
         let sh = &self.shared;
         let mut st = sh.enter();
+        st.retries.remove(&ep);
         let conn = Shared::ep_mut(&mut st, ep)?.conn.take();
         let mut out = Ups::new();
         if let Some(id) = conn {
@@ -105,6 +70,7 @@ impl Transport for ShmIa {
     fn free_ep(&self, ep: EpId) {
         let sh = &self.shared;
         let mut st = lock(&sh.state);
+        st.retries.remove(&ep);
         let conn = st.eps.get_mut(&ep).and_then(|e| e.conn.take());
         if let Some(id) = conn {
             if let Some(c) = st.conns.get_mut(&id) {
@@ -136,47 +102,16 @@ impl Transport for ShmIa {
         if !lock(&sh.state).eps.contains_key(&ep) {
             return Err(invalid_state());
         }
-        let opened = self.open_conn(qual, private_data)?;
+        let now = Instant::now();
+        let deadline = timeout.duration().and_then(|d| now.checked_add(d));
+        let opened = sh.open_conn(qual, private_data)?;
         let mut st = lock(&sh.state);
         if !st.eps.contains_key(&ep) {
             return Err(invalid_state());
         }
         match opened {
-            None => {
-                st.deferred.push((ep, CmFact::NonPeerRejected));
-            }
-            Some((sock, data)) => {
-                st.next_conn += 1;
-                let id = st.next_conn;
-                sh.epoll
-                    .add(sock.as_fd(), TOK_SOCK | id)
-                    .map_err(|_| resources())?;
-                if sh.epoll.add(data.my_efd.as_fd(), TOK_EFD | id).is_err() {
-                    sh.epoll.remove(sock.as_fd());
-                    return Err(resources());
-                }
-                if sh.app_epoll.add(data.my_efd.as_fd(), TOK_EFD | id).is_err() {
-                    sh.epoll.remove(data.my_efd.as_fd());
-                    sh.epoll.remove(sock.as_fd());
-                    return Err(resources());
-                }
-                let deadline = timeout.duration().map(|d| Instant::now() + d);
-                st.conns.insert(
-                    id,
-                    Conn {
-                        sock,
-                        phase: Phase::Requesting { deadline },
-                        ep: Some(ep),
-                        data: Some(data),
-                        peer_probe: 0,
-                        peer_gone: false,
-                        closing: None,
-                    },
-                );
-                if let Some(e) = st.eps.get_mut(&ep) {
-                    e.conn = Some(id);
-                }
-            }
+            None => sh.refused(&mut st, ep, now, qual, private_data, deadline),
+            Some((sock, data)) => sh.install_requester(&mut st, ep, sock, data, deadline)?,
         }
         drop(st);
         sh.poke();
@@ -342,6 +277,8 @@ impl Transport for ShmIa {
         let mut st = sh.enter();
         let mut out = Ups::new();
         let st_ref = &mut *st;
+        // A connect waiting to retry ends here, like one still waiting for its answer.
+        st_ref.retries.remove(&ep);
         let Some(e) = st_ref.eps.get_mut(&ep) else {
             return Ok(());
         };
@@ -565,6 +502,7 @@ impl Transport for ShmIa {
         st.sps.clear(); // unlinks the rendezvous entries
         st.eps.clear();
         st.crs.clear();
+        st.retries.clear();
         // Memory a peer may still be copying into stays alive until the peer lets go
         // (bounded: a peer that neither closes nor dies within a second is not waited for).
         let mut buf = [0u8; 256];
