@@ -20,6 +20,7 @@ pub mod config;
 pub mod defaults;
 pub mod ep;
 pub mod evd;
+pub mod idhash;
 pub mod mem;
 pub mod provider;
 #[cfg(feature = "testing")]

@@ -61,6 +61,8 @@
 //! binding in place; a successful one revokes the RMR's previous `rmr_context` at once.
 
 use std::collections::HashMap;
+
+use crate::idhash::IdMap;
 use std::fmt;
 use std::sync::Arc;
 
@@ -141,8 +143,8 @@ struct Binding {
 /// The LMRs and RMR bindings of one IA: `lmr_context` → LMR, `rmr_context` → LMR or window,
 /// `RmrId` → binding. See the [module documentation](self) for the rules and codes.
 pub struct MemTable {
-    lmrs: HashMap<u32, Arc<Region>>,
-    rkeys: HashMap<u32, Arc<Region>>,
+    lmrs: IdMap<u32, Arc<Region>>,
+    rkeys: IdMap<u32, Arc<Region>>,
     rmrs: HashMap<RmrId, Binding>,
     keys: KeyGen,
     empty: Arc<Buffer>,
@@ -233,8 +235,8 @@ impl MemTable {
 
     fn with_keys(keys: KeyGen) -> MemTable {
         MemTable {
-            lmrs: HashMap::new(),
-            rkeys: HashMap::new(),
+            lmrs: IdMap::default(),
+            rkeys: IdMap::default(),
             rmrs: HashMap::new(),
             keys,
             // A zero-length buffer owns no memory; sharing one avoids allocating per empty
