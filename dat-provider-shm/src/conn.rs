@@ -159,6 +159,12 @@ impl DataPath {
             || self.sent < self.reqs.len()
     }
 
+    /// True if the oldest incoming record is a send that waits for a receive (only a posted
+    /// receive can release it).
+    pub fn held_back(&self) -> bool {
+        self.blocked
+    }
+
     /// Requests posted and not yet completed.
     pub fn outstanding(&self) -> usize {
         self.reqs.len()
@@ -231,6 +237,21 @@ impl DataPath {
         out: &mut Ups,
         serve: bool,
     ) -> Result<bool, Fatal> {
+        let r = self.take_records(ep, mem, out, serve);
+        // The slots taken are handed back to the producer in one go.
+        if self.rx.publish() {
+            sys::signal(self.peer_efd.as_fd());
+        }
+        r
+    }
+
+    fn take_records(
+        &mut self,
+        ep: &mut EpView<'_>,
+        mem: &RwLock<MemTable>,
+        out: &mut Ups,
+        serve: bool,
+    ) -> Result<bool, Fatal> {
         let mut any = false;
         self.blocked = false;
         // At most one ring's worth per call: a peer that keeps publishing cannot hold us here.
@@ -244,7 +265,7 @@ impl DataPath {
                 }
             };
             if !serve && matches!(inc.rec.kind, WRITE | WRITE_CMA | READ) {
-                self.rx.release();
+                self.rx.consume();
                 continue;
             }
             match self.handle(inc, ep, mem, out)? {
@@ -255,9 +276,7 @@ impl DataPath {
                 }
                 true => {
                     any = true;
-                    if self.rx.release() {
-                        sys::signal(self.peer_efd.as_fd());
-                    }
+                    self.rx.consume();
                 }
             }
         }
@@ -275,6 +294,29 @@ impl DataPath {
         let r = inc.rec;
         let len = u64::from(r.len);
         match r.kind {
+            SEND if self.rx_send.is_none() && r.offset == 0 && len == r.total => {
+                // A whole message in one slot (the common case): straight into the receive.
+                let Some(wr) = ep.recvs.front() else {
+                    return Ok(false);
+                };
+                let fits = r.total <= wr.len();
+                let done = if fits {
+                    // SAFETY: the payload holds `len` bytes inside the slot (checked by
+                    // `peek`); the receive's segments are registered memory, not the ring.
+                    unsafe { copy::scatter_raw(&wr.segs, 0, inc.payload, r.len as usize) };
+                    wr.completion(DtoStatus::Success, r.len)
+                } else {
+                    wr.completion(DtoStatus::LocalLength, 0)
+                };
+                ep.recvs.pop_front();
+                out.push(Up::Done(ep.upcalls.clone(), done));
+                if !fits {
+                    self.ack(SEND_ACK, DtoStatus::RemoteResponder);
+                    return Err(Fatal);
+                }
+                self.ack(SEND_ACK, DtoStatus::Success);
+                Ok(true)
+            }
             SEND => {
                 if self.rx_send.is_none() {
                     if r.offset != 0 {

@@ -192,6 +192,8 @@ pub struct Consumer {
     seg: Arc<Segment>,
     ring: usize,
     head: u64,
+    /// The head the producer last saw.
+    published_head: u64,
 }
 
 /// Both ends of a connection's rings as seen from one side.
@@ -207,6 +209,7 @@ pub fn ends(seg: &Arc<Segment>, requester: bool) -> (Producer, Consumer) {
         seg: seg.clone(),
         ring: rx,
         head: 0,
+        published_head: 0,
     };
     (p, c)
 }
@@ -325,7 +328,24 @@ impl Consumer {
     /// Releases the record returned by the last `peek`. Returns true if the producer waits
     /// for room and must be woken (its flag is cleared).
     pub fn release(&mut self) -> bool {
+        self.consume();
+        self.publish()
+    }
+
+    /// Releases the record returned by the last `peek` locally: the next `peek` looks at the
+    /// following slot; the producer sees the room at the next [`Consumer::publish`].
+    pub fn consume(&mut self) {
         self.head = self.head.wrapping_add(1);
+    }
+
+    /// Tells the producer about the records consumed since the last call (one store and one
+    /// fence for a whole batch). Returns true if the producer waits for room and must be
+    /// woken (its flag is cleared).
+    pub fn publish(&mut self) -> bool {
+        if self.head == self.published_head {
+            return false;
+        }
+        self.published_head = self.head;
         let ctl = self.seg.ctl(self.ring);
         self.seg.word(ctl + 64).store(self.head, Ordering::Release);
         fence(Ordering::SeqCst);

@@ -63,7 +63,7 @@ impl Transport for ShmIa {
         if let Some(id) = conn {
             sh.teardown(&mut st, id, None, true, &mut out);
         }
-        sh.finish(st, out);
+        sh.finish(st, &mut out);
         Ok(())
     }
 
@@ -308,7 +308,7 @@ impl Transport for ShmIa {
                 }
             }
         }
-        sh.finish(st, out);
+        sh.finish(st, &mut out);
         Ok(())
     }
 
@@ -329,8 +329,9 @@ impl Transport for ShmIa {
             }
             e.recvs.push_back(wr);
             if let Some((id, c)) = conn {
-                // A send held back for want of a receive can land now.
-                if let Some(d) = c.data.as_mut() {
+                // A send held back for want of a receive can land now (anything else waits
+                // for the next progress: no pump on the way of every receive posted).
+                if let Some(d) = c.data.as_mut().filter(|d| d.held_back()) {
                     let recvs = match e.cfg.srq.and_then(|s| st_ref.srqs.get_mut(&s)) {
                         Some(q) => q,
                         None => &mut e.recvs,
@@ -362,7 +363,7 @@ impl Transport for ShmIa {
                 )),
             }
         }
-        sh.finish(st, out);
+        sh.finish(st, &mut out);
         Ok(())
     }
 
@@ -381,7 +382,7 @@ impl Transport for ShmIa {
         // Sends held back on any endpoint of this SRQ may land now.
         let mut out = Ups::new();
         sh.pump_all(&mut st, &mut out);
-        sh.finish(st, out);
+        sh.finish(st, &mut out);
         Ok(())
     }
 
@@ -392,24 +393,19 @@ impl Transport for ShmIa {
     fn progress(&self) -> bool {
         let sh = &self.shared;
         sh.polled.store(true, Ordering::Relaxed);
-        // Fast path: a look at the rings under the state lock alone.
-        {
-            let Ok(mut st) = sh.state.try_lock() else {
-                return false;
-            };
-            let work = st.conns.values_mut().any(|c| {
-                matches!(c.phase, Phase::Connected) && c.data.as_mut().is_some_and(|d| d.has_work())
-            });
-            if !work {
-                return false;
-            }
-        }
+        // A look at the rings first: most polls find nothing and make no upcall.
         let Some(mut st) = sh.try_enter() else {
             return false;
         };
+        let work = st.conns.values_mut().any(|c| {
+            matches!(c.phase, Phase::Connected) && c.data.as_mut().is_some_and(|d| d.has_work())
+        });
+        if !work {
+            return false;
+        }
         let mut out = Ups::new();
         let any = sh.pump_all(&mut st, &mut out);
-        sh.finish(st, out);
+        sh.finish(st, &mut out);
         any
     }
 
@@ -442,7 +438,7 @@ impl Transport for ShmIa {
                 }
             }
         }
-        sh.finish(st, std::mem::take(&mut out));
+        sh.finish(st, &mut out);
         if !ready {
             let ms = timeout.as_nanos().div_ceil(1_000_000).min(i32::MAX as u128) as i32;
             let mut tokens = Vec::new();
@@ -474,7 +470,7 @@ impl Transport for ShmIa {
                     sh.poke();
                 }
             }
-            sh.finish(st, out);
+            sh.finish(st, &mut out);
         }
         sh.blocked.store(0, Ordering::Release);
         true
