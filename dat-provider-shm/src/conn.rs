@@ -25,6 +25,7 @@
 
 use std::collections::VecDeque;
 use std::os::fd::{AsFd, OwnedFd};
+use std::sync::atomic::{Ordering, fence};
 use std::sync::{Arc, RwLock};
 
 use dat_core::mem::{MemTable, SegList, Segment};
@@ -178,9 +179,19 @@ impl DataPath {
         mem: &RwLock<MemTable>,
         out: &mut Ups,
     ) -> Result<bool, Fatal> {
-        let r = self.receive(ep, mem, out, true);
-        let moved = self.flush_tx();
-        r.map(|got| got || moved)
+        let r = self.take_records(ep, mem, out, true);
+        // One fence covers both halves of the wake-up protocol: the slots handed back (a
+        // producer starved for room) and the records published (a consumer asleep).
+        let released = self.rx.publish_head();
+        let pushed = self.push_all();
+        if released || pushed {
+            fence(Ordering::SeqCst);
+            let starved = released && self.rx.producer_starved();
+            if (pushed && self.tx.consumer_sleeping()) | starved {
+                sys::signal(self.peer_efd.as_fd());
+            }
+        }
+        r.map(|got| got || pushed)
     }
 
     /// Takes in what a departed peer had published: its messages and the responses to our
@@ -606,15 +617,22 @@ impl DataPath {
     /// Pushes queued responses, then queued requests, as far as the ring allows. Returns
     /// whether anything was pushed.
     pub fn flush_tx(&mut self) -> bool {
+        let any = self.push_all();
+        if any && self.tx.consumer_needs_wake() {
+            sys::signal(self.peer_efd.as_fd());
+        }
+        any
+    }
+
+    /// Pushes what fits (see [`DataPath::flush_tx`]) without waking the consumer. Returns
+    /// whether anything was pushed.
+    fn push_all(&mut self) -> bool {
         let mut any = false;
         loop {
             let blocked = !self.push_resps(&mut any) || !self.push_reqs(&mut any);
             if !blocked || !self.tx.set_starved() {
                 break;
             }
-        }
-        if any && self.tx.consumer_needs_wake() {
-            sys::signal(self.peer_efd.as_fd());
         }
         any
     }
