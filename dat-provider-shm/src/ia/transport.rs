@@ -14,6 +14,43 @@ fn resources() -> DatError {
     DatError::resources(Subtype::NoSubtype)
 }
 
+fn queue_full() -> DatError {
+    DatError::new(ErrorType::InsufficientResources, Subtype::NoSubtype)
+}
+
+/// Posts `wr` if that makes no upcall (a receive that no held-back send waits for, a request
+/// on a connected endpoint); else hands it back for the full path (`Transport::post`).
+///
+/// # Errors
+/// `DAT_INVALID_STATE` for an unknown endpoint; `DAT_INSUFFICIENT_RESOURCES` beyond
+/// [`MAX_QUEUED`].
+fn quiet_post(st: &mut State, ep: EpId, wr: WorkRequest) -> DatResult<Option<WorkRequest>> {
+    let e = st.eps.get_mut(&ep).ok_or_else(invalid_state)?;
+    let data = e
+        .conn
+        .and_then(|id| st.conns.get_mut(&id))
+        .filter(|c| matches!(c.phase, Phase::Connected))
+        .and_then(|c| c.data.as_mut());
+    if wr.op == PostOp::Recv {
+        if e.recvs.len() >= MAX_QUEUED {
+            return Err(queue_full());
+        }
+        if data.is_some_and(|d| d.held_back()) {
+            return Ok(Some(wr));
+        }
+        e.recvs.push_back(wr);
+        return Ok(None);
+    }
+    match data {
+        Some(d) if d.outstanding() >= MAX_QUEUED => Err(queue_full()),
+        Some(d) => {
+            d.post(wr);
+            Ok(None)
+        }
+        None => Ok(Some(wr)),
+    }
+}
+
 impl ShmIa {
     fn rdma_mode(&self) -> &'static str {
         if self.shared.cma_mode { "cma" } else { "copy" }
@@ -314,6 +351,10 @@ impl Transport for ShmIa {
 
     fn post(&self, ep: EpId, wr: WorkRequest) -> DatResult<()> {
         let sh = &self.shared;
+        // The common case makes no upcall: the state lock alone will do.
+        let Some(wr) = quiet_post(&mut lock(&sh.state), ep, wr)? else {
+            return Ok(());
+        };
         let mut st = sh.enter();
         let mut out = Ups::new();
         let st_ref = &mut *st;
@@ -322,10 +363,9 @@ impl Transport for ShmIa {
             .conn
             .and_then(|id| st_ref.conns.get_mut(&id).map(|c| (id, c)))
             .filter(|(_, c)| matches!(c.phase, Phase::Connected));
-        let full = || DatError::new(ErrorType::InsufficientResources, Subtype::NoSubtype);
         if wr.op == PostOp::Recv {
             if e.recvs.len() >= MAX_QUEUED {
-                return Err(full());
+                return Err(queue_full());
             }
             e.recvs.push_back(wr);
             if let Some((id, c)) = conn {
@@ -354,7 +394,7 @@ impl Transport for ShmIa {
         } else {
             match conn.and_then(|(_, c)| c.data.as_mut()) {
                 Some(d) if d.outstanding() >= MAX_QUEUED => {
-                    return Err(full());
+                    return Err(queue_full());
                 }
                 Some(d) => d.post(wr),
                 None => out.push(Up::Done(
