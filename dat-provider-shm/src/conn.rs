@@ -32,7 +32,7 @@ use dat_core::mem::{MemTable, SegList, Segment};
 use dat_core::provider::{
     CmFact, Completion, ConnRequest, EpUpcalls, PostOp, SpUpcalls, WorkRequest,
 };
-use dat_core::types::{DtoStatus, MemPriv, PzId};
+use dat_core::types::{CompletionFlags, DtoStatus, MemPriv, PzId};
 
 use crate::copy;
 use crate::ring::{Consumer, Incoming, Producer, Rec};
@@ -493,14 +493,15 @@ impl DataPath {
                 } else {
                     self.sent -= 1;
                 }
-                let n = if status == DtoStatus::Success {
-                    wr.len() as u32
-                } else {
-                    0
-                };
-                out.push(Up::Done(ep.upcalls.clone(), wr.completion(status, n)));
                 if status != DtoStatus::Success {
+                    out.push(Up::Done(ep.upcalls.clone(), wr.completion(status, 0)));
                     return Err(Fatal);
+                }
+                // A successful completion the consumer suppressed is dropped by the core
+                // anyway: no upcall for it (the common case of a streaming sender).
+                if !wr.flags.contains(CompletionFlags::SUPPRESS) {
+                    let n = wr.len() as u32;
+                    out.push(Up::Done(ep.upcalls.clone(), wr.completion(status, n)));
                 }
                 Ok(true)
             }
