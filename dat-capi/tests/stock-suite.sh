@@ -143,36 +143,33 @@ wait_ready() { # server-log server-pid
     done
 }
 
-# Runs a server (background) and a client; both logs must show PASSED and no FAILED.
-pair() { # name server-cmd... -- client-cmd...
+# Runs one server/client pair (server-cmd... -- client-cmd...), every program under the
+# timeout; sets `src` and `crc` to their exit codes.
+#
+# dtest's server sends the client its address and only then creates its PSP, so a quick client
+# can find nobody listening: IB's CM retries the request, and so do the tcp and shm providers
+# (connect_retry_ms).
+run_pair() { # name server-cmd... -- client-cmd...
     local name=$1; shift
-    want "$name" || return 0
     local srv=() cli=()
     while [ "$1" != "--" ]; do srv+=("$1"); shift; done
     shift
     cli=("$@")
-    local attempt crc src
-    for attempt in 1 2; do
-        timeout "$T" stdbuf -oL "${srv[@]}" >"$work/$name.srv" 2>&1 &
-        local spid=$!
-        wait_ready "$work/$name.srv" $spid
-        timeout "$T" "${cli[@]}" >"$work/$name.cli" 2>&1
-        crc=$?
-        wait "$spid"
-        src=$?
-        # dtest's own race: its server sends the client its address and only then creates its
-        # PSP, so a quick client can find nobody listening. IB's CM retries the request, and
-        # so does the tcp provider (for connect_retry_ms); the shm provider still refuses at
-        # once (NON_PEER_REJECTED). Run such a shm pair once more, and say so.
-        # (dtest exits 0 even after printing FAILED, so the log alone decides.)
-        if [ $attempt -eq 1 ] && [[ $name == rs-shm-* ]] \
-            && grep -q NON_PEER_REJECTED "$work/$name.cli"; then
-            log "RETRY: $name: the client connected before dtest's server created its PSP"
-            continue
-        fi
-        break
-    done
+    timeout "$T" stdbuf -oL "${srv[@]}" >"$work/$name.srv" 2>&1 &
+    local spid=$!
+    wait_ready "$work/$name.srv" $spid
+    timeout "$T" "${cli[@]}" >"$work/$name.cli" 2>&1
+    crc=$?
+    wait "$spid"
+    src=$?
     ran=$((ran + 1))
+}
+
+# A dtest pair, judged by its PASSED/FAILED lines (dtest exits 0 even after printing FAILED).
+pair() { # name server-cmd... -- client-cmd...
+    want "$1" || return 0
+    local name=$1
+    run_pair "$@"
     if [ $crc -ne 0 ] || [ $src -ne 0 ]; then
         fail "$name" "exit codes server $src client $crc (124 = timeout); logs in $work"
     elif ! grep -q PASSED "$work/$name.srv" || ! grep -q PASSED "$work/$name.cli" \
@@ -183,24 +180,13 @@ pair() { # name server-cmd... -- client-cmd...
     fi
 }
 
-# Like pair, for programs that print no PASSED: clean exits and no error lines.
-pair_quiet() {
-    local name=$1; shift
-    want "$name" || return 0
-    local srv=() cli=()
-    while [ "$1" != "--" ]; do srv+=("$1"); shift; done
-    shift
-    cli=("$@")
-    timeout "$T" stdbuf -oL "${srv[@]}" >"$work/$name.srv" 2>&1 &
-    local spid=$!
-    wait_ready "$work/$name.srv" $spid
-    timeout "$T" "${cli[@]}" >"$work/$name.cli" 2>&1
-    local crc=$?
-    wait "$spid"
-    local src=$?
-    ran=$((ran + 1))
+# A dtestcm/dtestsrq pair: no error lines, and the client completed.
+pair_quiet() { # name server-cmd... -- client-cmd...
+    want "$1" || return 0
+    local name=$1
+    run_pair "$@"
     if [ $crc -ne 0 ] || [ $src -ne 0 ]; then
-        fail "$name" "exit codes server $src client $crc; logs in $work"
+        fail "$name" "exit codes server $src client $crc (124 = timeout); logs in $work"
     elif grep -Eqi 'error|failed' "$work/$name.srv" "$work/$name.cli"; then
         fail "$name" "error lines in $work/$name.{srv,cli}"
     elif ! grep -q 'Complete' "$work/$name.cli"; then

@@ -25,17 +25,20 @@
 
 use std::collections::VecDeque;
 use std::os::fd::{AsFd, OwnedFd};
+use std::sync::atomic::{Ordering, fence};
 use std::sync::{Arc, RwLock};
 
 use dat_core::mem::{MemTable, SegList, Segment};
 use dat_core::provider::{
     CmFact, Completion, ConnRequest, EpUpcalls, PostOp, SpUpcalls, WorkRequest,
 };
-use dat_core::types::{DtoStatus, MemPriv, PzId};
+use dat_core::types::{CompletionFlags, DtoStatus, MemPriv, PzId};
 
 use crate::copy;
 use crate::ring::{Consumer, Incoming, Producer, Rec};
 use crate::sys::{self, RemoteIov};
+
+use iov::{STORES_IN_ORDER, advance, read_iovs, split_last_byte, truncate, write_iovs};
 
 const SEND: u32 = 1;
 const WRITE: u32 = 2;
@@ -159,6 +162,12 @@ impl DataPath {
             || self.sent < self.reqs.len()
     }
 
+    /// True if the oldest incoming record is a send that waits for a receive (only a posted
+    /// receive can release it).
+    pub fn held_back(&self) -> bool {
+        self.blocked
+    }
+
     /// Requests posted and not yet completed.
     pub fn outstanding(&self) -> usize {
         self.reqs.len()
@@ -172,9 +181,19 @@ impl DataPath {
         mem: &RwLock<MemTable>,
         out: &mut Ups,
     ) -> Result<bool, Fatal> {
-        let r = self.receive(ep, mem, out, true);
-        let moved = self.flush_tx();
-        r.map(|got| got || moved)
+        let r = self.take_records(ep, mem, out, true);
+        // One fence covers both halves of the wake-up protocol: the slots handed back (a
+        // producer starved for room) and the records published (a consumer asleep).
+        let released = self.rx.publish_head();
+        let pushed = self.push_all();
+        if released || pushed {
+            fence(Ordering::SeqCst);
+            let starved = released && self.rx.producer_starved();
+            if (pushed && self.tx.consumer_sleeping()) | starved {
+                sys::signal(self.peer_efd.as_fd());
+            }
+        }
+        r.map(|got| got || pushed)
     }
 
     /// Takes in what a departed peer had published: its messages and the responses to our
@@ -231,6 +250,21 @@ impl DataPath {
         out: &mut Ups,
         serve: bool,
     ) -> Result<bool, Fatal> {
+        let r = self.take_records(ep, mem, out, serve);
+        // The slots taken are handed back to the producer in one go.
+        if self.rx.publish() {
+            sys::signal(self.peer_efd.as_fd());
+        }
+        r
+    }
+
+    fn take_records(
+        &mut self,
+        ep: &mut EpView<'_>,
+        mem: &RwLock<MemTable>,
+        out: &mut Ups,
+        serve: bool,
+    ) -> Result<bool, Fatal> {
         let mut any = false;
         self.blocked = false;
         // At most one ring's worth per call: a peer that keeps publishing cannot hold us here.
@@ -244,7 +278,7 @@ impl DataPath {
                 }
             };
             if !serve && matches!(inc.rec.kind, WRITE | WRITE_CMA | READ) {
-                self.rx.release();
+                self.rx.consume();
                 continue;
             }
             match self.handle(inc, ep, mem, out)? {
@@ -255,9 +289,7 @@ impl DataPath {
                 }
                 true => {
                     any = true;
-                    if self.rx.release() {
-                        sys::signal(self.peer_efd.as_fd());
-                    }
+                    self.rx.consume();
                 }
             }
         }
@@ -275,6 +307,29 @@ impl DataPath {
         let r = inc.rec;
         let len = u64::from(r.len);
         match r.kind {
+            SEND if self.rx_send.is_none() && r.offset == 0 && len == r.total => {
+                // A whole message in one slot (the common case): straight into the receive.
+                let Some(wr) = ep.recvs.front() else {
+                    return Ok(false);
+                };
+                let fits = r.total <= wr.len();
+                let done = if fits {
+                    // SAFETY: the payload holds `len` bytes inside the slot (checked by
+                    // `peek`); the receive's segments are registered memory, not the ring.
+                    unsafe { copy::scatter_raw(&wr.segs, 0, inc.payload, r.len as usize) };
+                    wr.completion(DtoStatus::Success, r.len)
+                } else {
+                    wr.completion(DtoStatus::LocalLength, 0)
+                };
+                ep.recvs.pop_front();
+                out.push(Up::Done(ep.upcalls.clone(), done));
+                if !fits {
+                    self.ack(SEND_ACK, DtoStatus::RemoteResponder);
+                    return Err(Fatal);
+                }
+                self.ack(SEND_ACK, DtoStatus::Success);
+                Ok(true)
+            }
             SEND => {
                 if self.rx_send.is_none() {
                     if r.offset != 0 {
@@ -440,14 +495,15 @@ impl DataPath {
                 } else {
                     self.sent -= 1;
                 }
-                let n = if status == DtoStatus::Success {
-                    wr.len() as u32
-                } else {
-                    0
-                };
-                out.push(Up::Done(ep.upcalls.clone(), wr.completion(status, n)));
                 if status != DtoStatus::Success {
+                    out.push(Up::Done(ep.upcalls.clone(), wr.completion(status, 0)));
                     return Err(Fatal);
+                }
+                // A successful completion the consumer suppressed is dropped by the core
+                // anyway: no upcall for it (the common case of a streaming sender).
+                if !wr.flags.contains(CompletionFlags::SUPPRESS) {
+                    let n = wr.len() as u32;
+                    out.push(Up::Done(ep.upcalls.clone(), wr.completion(status, n)));
                 }
                 Ok(true)
             }
@@ -564,15 +620,22 @@ impl DataPath {
     /// Pushes queued responses, then queued requests, as far as the ring allows. Returns
     /// whether anything was pushed.
     pub fn flush_tx(&mut self) -> bool {
+        let any = self.push_all();
+        if any && self.tx.consumer_needs_wake() {
+            sys::signal(self.peer_efd.as_fd());
+        }
+        any
+    }
+
+    /// Pushes what fits (see [`DataPath::flush_tx`]) without waking the consumer. Returns
+    /// whether anything was pushed.
+    fn push_all(&mut self) -> bool {
         let mut any = false;
         loop {
             let blocked = !self.push_resps(&mut any) || !self.push_reqs(&mut any);
             if !blocked || !self.tx.set_starved() {
                 break;
             }
-        }
-        if any && self.tx.consumer_needs_wake() {
-            sys::signal(self.peer_efd.as_fd());
         }
         any
     }
@@ -697,94 +760,7 @@ impl DataPath {
     }
 }
 
-fn write_iovs(iovs: &[RemoteIov], dst: *mut u8, cap: usize) -> usize {
-    let n = (iovs.len() * 16).min(cap) / 16;
-    for (i, v) in iovs.iter().take(n).enumerate() {
-        let mut b = [0u8; 16];
-        b[..8].copy_from_slice(&v.addr.to_le_bytes());
-        b[8..].copy_from_slice(&v.len.to_le_bytes());
-        // SAFETY: `i*16+16 <= n*16 <= cap`, inside the slot's payload.
-        unsafe { std::ptr::copy_nonoverlapping(b.as_ptr(), dst.add(i * 16), 16) };
-    }
-    n * 16
-}
-
-fn read_iovs(inc: Incoming) -> Result<Vec<RemoteIov>, Fatal> {
-    let n = usize::try_from(inc.rec.c).map_err(|_| Fatal)?;
-    if n.checked_mul(16).is_none_or(|b| b > inc.rec.len as usize) {
-        return Err(Fatal);
-    }
-    let mut v = Vec::with_capacity(n);
-    for i in 0..n {
-        let mut b = [0u8; 16];
-        // SAFETY: `i*16+16 <= rec.len`, which `peek` checked fits the slot's payload.
-        unsafe { std::ptr::copy_nonoverlapping(inc.payload.add(i * 16), b.as_mut_ptr(), 16) };
-        let (x, y) = b.split_at(8);
-        v.push(RemoteIov {
-            addr: u64::from_le_bytes(x.try_into().map_err(|_| Fatal)?),
-            len: u64::from_le_bytes(y.try_into().map_err(|_| Fatal)?),
-        });
-    }
-    Ok(v)
-}
-
-/// True where stores become visible to other processors in program order (x86's TSO; a
-/// fast string copy is ordered as a whole against later stores).
-const STORES_IN_ORDER: bool = cfg!(any(target_arch = "x86", target_arch = "x86_64"));
-
-/// Gives the last byte of an iov list an iovec of its own, so that a cross-memory copy
-/// stores it last, as InfiniBand places an RDMA write's (at the target) or an RDMA read's (at
-/// the requester) last byte: consumers poll that byte, then read the rest. The kernel
-/// (`process_vm_rw_core`) walks the remote ranges page by page in order and, within each
-/// page, copies to or from the local iovecs in order, one `copy_{to,from}_user` per iovec
-/// piece; so the last byte is copied by the last copy, after every other byte, and with
-/// [`STORES_IN_ORDER`] that is the order another process sees, with no extra system call.
-/// Returns true if the list ends with such a one-byte iovec after other bytes.
-fn split_last_byte(iovs: &mut Vec<RemoteIov>) -> bool {
-    while iovs.last().is_some_and(|v| v.len == 0) {
-        iovs.pop();
-    }
-    if let Some(last) = iovs.last_mut().filter(|v| v.len > 1) {
-        last.len -= 1;
-        let tail = RemoteIov {
-            addr: last.addr + last.len,
-            len: 1,
-        };
-        iovs.push(tail);
-    }
-    iovs.len() > 1 && iovs.last().is_some_and(|v| v.len == 1)
-}
-
-/// Keeps the first `n` bytes of an iov list.
-fn truncate(iovs: &mut Vec<RemoteIov>, mut n: u64) {
-    let mut keep = 0;
-    for v in iovs.iter_mut() {
-        if n == 0 {
-            break;
-        }
-        v.len = v.len.min(n);
-        n -= v.len;
-        keep += 1;
-    }
-    iovs.truncate(keep);
-}
-
-/// Drops the first `n` bytes of an iov list.
-fn advance(iovs: &mut Vec<RemoteIov>, mut n: u64) {
-    while n > 0 {
-        let Some(first) = iovs.first_mut() else {
-            return;
-        };
-        if first.len <= n {
-            n -= first.len;
-            iovs.remove(0);
-        } else {
-            first.addr += n;
-            first.len -= n;
-            n = 0;
-        }
-    }
-}
+mod iov;
 
 #[cfg(test)]
 mod tests;

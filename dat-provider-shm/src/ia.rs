@@ -10,7 +10,7 @@
 //! and runs its own upcalls inline.
 
 use std::cell::Cell;
-use std::collections::{HashMap, VecDeque};
+use std::collections::VecDeque;
 use std::os::fd::{AsFd, OwnedFd};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
@@ -20,6 +20,7 @@ use std::time::{Duration, Instant};
 
 use dat_core::defaults::{software_ia_attr, software_provider_attr};
 use dat_core::error::{DatError, DatResult, ErrorType, Subtype};
+use dat_core::idmap::IdMap;
 use dat_core::mem::SegList;
 use dat_core::provider::{
     CmFact, ConnRequest, EpConfig, EpUpcalls, PostOp, SharedMemTable, SpUpcalls, SrqConfig,
@@ -36,7 +37,10 @@ use crate::ring::{self, Segment};
 use crate::sys::{self, Epoll, Mapping};
 use crate::wire::{self, Packet};
 
+mod active;
 mod transport;
+
+use active::Retry;
 
 /// Validated parameters of an IA.
 #[derive(Clone, Debug)]
@@ -54,6 +58,8 @@ pub struct Params {
     /// Let a waiting application thread sleep on the rings' own wake-ups
     /// (`Transport::block`) instead of the facade's condition variable (the default).
     pub wait_in_provider: bool,
+    /// How long a connect that finds nobody listening is retried (zero: never).
+    pub connect_retry: Duration,
 }
 
 const TOK_WAKE: u64 = 0;
@@ -124,15 +130,17 @@ struct Sp {
 
 #[derive(Default)]
 struct State {
-    eps: HashMap<EpId, ShmEp>,
-    sps: HashMap<SpId, Sp>,
-    srqs: HashMap<SrqId, VecDeque<WorkRequest>>,
-    conns: HashMap<u64, Conn>,
-    crs: HashMap<CrId, u64>,
+    eps: IdMap<EpId, ShmEp>,
+    sps: IdMap<SpId, Sp>,
+    srqs: IdMap<SrqId, VecDeque<WorkRequest>>,
+    conns: IdMap<u64, Conn>,
+    crs: IdMap<CrId, u64>,
     deferred: Vec<(EpId, CmFact)>,
+    /// Connects that found nobody listening, waiting for their next attempt.
+    retries: IdMap<EpId, Retry>,
     /// Connections to tear down from the provider thread, with the fact to report.
     doomed: Vec<(u64, CmFact)>,
-    lingers: HashMap<u64, Linger>,
+    lingers: IdMap<u64, Linger>,
     /// Sweeps of the rendezvous directory still due after a peer died (a dying process's
     /// descriptors close one by one, so its listener may outlive the connection's hang-up).
     resweep: Vec<Instant>,
@@ -274,7 +282,7 @@ impl Shared {
 
     /// Releases the state and makes the collected upcalls, in order, before releasing the
     /// delivery mutex (so upcalls of one endpoint never overtake each other).
-    fn finish(&self, g: Guard<'_>, out: Ups) {
+    fn finish(&self, g: Guard<'_>, out: &mut Ups) {
         let Guard { st, deliver } = g;
         drop(st);
         if out.is_empty() {
@@ -282,10 +290,10 @@ impl Shared {
         }
         if deliver.is_some() {
             DELIVERING.with(|f| f.set(true));
-            out.into_iter().for_each(Up::run);
+            out.drain(..).for_each(Up::run);
             DELIVERING.with(|f| f.set(false));
         } else {
-            out.into_iter().for_each(Up::run);
+            out.drain(..).for_each(Up::run);
         }
         drop(deliver);
     }
@@ -297,8 +305,10 @@ impl Shared {
     /// Moves data on every connected connection. Returns whether anything happened.
     fn pump_all(&self, st: &mut State, out: &mut Ups) -> bool {
         let mut any = false;
+        let mut closing = false;
         let mut broken = Vec::new();
         for (id, c) in st.conns.iter_mut() {
+            closing |= c.closing.is_some();
             if !matches!(c.phase, Phase::Connected) {
                 continue;
             }
@@ -324,7 +334,7 @@ impl Shared {
             self.teardown(st, id, Some(CmFact::Broken), false, out);
             any = true;
         }
-        any | self.finish_closing(st, out)
+        any | (closing && self.finish_closing(st, out))
     }
 
     /// Closes the connections whose graceful disconnect has nothing left in flight (their
@@ -755,6 +765,11 @@ impl Shared {
         for t in &st.resweep {
             next = Some(next.map_or(*t, |n| n.min(*t)));
         }
+        if !st.retries.is_empty()
+            && let Some(t) = self.run_retries(st, now, out)
+        {
+            next = Some(next.map_or(t, |n| n.min(t)));
+        }
         next
     }
 
@@ -825,7 +840,7 @@ impl Shared {
             // next message reaches this thread only through a peer's wake-up.
             self.parked
                 .store(timeout != 0 && !app_active && !spinning, Ordering::Relaxed);
-            self.finish(st, std::mem::take(&mut out));
+            self.finish(st, &mut out);
             // `close` sets `stop`, then pokes: a poke that came before this pass drained the
             // wake-up token is gone, so look again before sleeping (a later poke wakes us).
             if self.stop.load(Ordering::Acquire) {

@@ -50,6 +50,7 @@
 //! | `slot_size` | integer | 8192 | bytes per slot incl. a 56-byte header (multiple of 64, 256..=1 MiB) |
 //! | `rdma` | `"auto"` / `"copy"` | `"auto"` | allow cross-memory attach, or always copy through the ring |
 //! | `allow_other_users` | bool | false | accept requesters of other user ids (then `dir` is used as set up by the administrator, not forced to 0700; cross-memory attach across users needs `CAP_SYS_PTRACE`, else the ring copy is used) |
+//! | `connect_retry_ms` | integer | 500 | how long a connect that finds nobody listening (no service point on the qualifier yet) is retried, backoff 10 ms doubling to 100 ms with a last attempt at the end, before `NON_PEER_REJECTED`, as InfiniBand's CM retries a request (`dtest` relies on it); a shorter consumer timeout still ends it with `TIMED_OUT` (0: no retry) |
 //! | `wait_in_provider` | bool | true | a waiting thread sleeps on the rings' wake-ups (`Transport::block`: one wake-up instead of two, the provider thread's and the facade's); `false` sleeps on the facade's condition variable |
 //!
 //! Qualifiers are host-wide (like TCP ports): an IA address is always `127.0.0.1:0`, and any
@@ -57,6 +58,7 @@
 
 use std::path::PathBuf;
 use std::sync::Arc;
+use std::time::Duration;
 
 use dat_core::error::{DatError, ErrorType, Subtype};
 use dat_core::provider::{OpenError, OpenRequest, Provider, Transport};
@@ -100,6 +102,7 @@ fn parse(req: &OpenRequest<'_>) -> Result<Params, OpenError> {
         cma: true,
         allow_other_users: false,
         wait_in_provider: true,
+        connect_retry: Duration::from_millis(500),
     };
     for (k, v) in req.params {
         match (k.as_str(), v) {
@@ -127,9 +130,20 @@ fn parse(req: &OpenRequest<'_>) -> Result<Params, OpenError> {
             ("rdma", toml::Value::String(s)) if s == "auto" || s == "copy" => p.cma = s == "auto",
             ("allow_other_users", toml::Value::Boolean(b)) => p.allow_other_users = *b,
             ("wait_in_provider", toml::Value::Boolean(b)) => p.wait_in_provider = *b,
+            ("connect_retry_ms", toml::Value::Integer(n)) => {
+                let ms = u64::try_from(*n)
+                    .ok()
+                    .filter(|n| *n <= 600_000)
+                    .ok_or_else(|| {
+                        bad(format!(
+                            "params.connect_retry_ms = {n}: milliseconds in 0..=600000"
+                        ))
+                    })?;
+                p.connect_retry = Duration::from_millis(ms);
+            }
             _ => {
                 return Err(bad(format!(
-                    "unknown or mistyped key `params.{k}` (the shm provider takes `dir`, `ring_slots`, `slot_size`, `rdma` = \"auto\"|\"copy\", `allow_other_users`, `wait_in_provider`)"
+                    "unknown or mistyped key `params.{k}` (the shm provider takes `dir`, `ring_slots`, `slot_size`, `rdma` = \"auto\"|\"copy\", `allow_other_users`, `wait_in_provider`, `connect_retry_ms`)"
                 )));
             }
         }

@@ -192,6 +192,8 @@ pub struct Consumer {
     seg: Arc<Segment>,
     ring: usize,
     head: u64,
+    /// The head the producer last saw.
+    published_head: u64,
 }
 
 /// Both ends of a connection's rings as seen from one side.
@@ -207,6 +209,7 @@ pub fn ends(seg: &Arc<Segment>, requester: bool) -> (Producer, Consumer) {
         seg: seg.clone(),
         ring: rx,
         head: 0,
+        published_head: 0,
     };
     (p, c)
 }
@@ -270,6 +273,12 @@ impl Producer {
     /// After publishing: true if the consumer sleeps and must be woken (clears its flag).
     pub fn consumer_needs_wake(&self) -> bool {
         fence(Ordering::SeqCst);
+        self.consumer_sleeping()
+    }
+
+    /// [`Producer::consumer_needs_wake`] for a caller that has already issued a
+    /// sequentially consistent fence after publishing.
+    pub fn consumer_sleeping(&self) -> bool {
         let w = self.seg.word(self.seg.ctl(self.ring) + 128);
         w.load(Ordering::Relaxed) != 0 && w.swap(0, Ordering::AcqRel) != 0
     }
@@ -325,11 +334,45 @@ impl Consumer {
     /// Releases the record returned by the last `peek`. Returns true if the producer waits
     /// for room and must be woken (its flag is cleared).
     pub fn release(&mut self) -> bool {
+        self.consume();
+        self.publish()
+    }
+
+    /// Releases the record returned by the last `peek` locally: the next `peek` looks at the
+    /// following slot; the producer sees the room at the next [`Consumer::publish`].
+    pub fn consume(&mut self) {
         self.head = self.head.wrapping_add(1);
-        let ctl = self.seg.ctl(self.ring);
-        self.seg.word(ctl + 64).store(self.head, Ordering::Release);
+    }
+
+    /// Tells the producer about the records consumed since the last call (one store and one
+    /// fence for a whole batch). Returns true if the producer waits for room and must be
+    /// woken (its flag is cleared).
+    pub fn publish(&mut self) -> bool {
+        if !self.publish_head() {
+            return false;
+        }
         fence(Ordering::SeqCst);
-        let w = self.seg.word(ctl + 192);
+        self.producer_starved()
+    }
+
+    /// Stores the head if records were consumed since the last time; returns whether it
+    /// did. The caller then issues a sequentially consistent fence and asks
+    /// [`Consumer::producer_starved`] (see [`Consumer::publish`]).
+    pub fn publish_head(&mut self) -> bool {
+        if self.head == self.published_head {
+            return false;
+        }
+        self.published_head = self.head;
+        self.seg
+            .word(self.seg.ctl(self.ring) + 64)
+            .store(self.head, Ordering::Release);
+        true
+    }
+
+    /// After a head store and a fence: true if the producer waits for room and must be
+    /// woken (its flag is cleared).
+    pub fn producer_starved(&self) -> bool {
+        let w = self.seg.word(self.seg.ctl(self.ring) + 192);
         w.load(Ordering::Relaxed) != 0 && w.swap(0, Ordering::AcqRel) != 0
     }
 

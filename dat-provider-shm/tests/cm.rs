@@ -150,6 +150,8 @@ fn bad_parameters_name_the_key() {
         (", ring_slots = 3", "ring_slots"),
         (", slot_size = 100", "slot_size"),
         (", rdma = \"fast\"", "rdma"),
+        (", connect_retry_ms = -1", "connect_retry_ms"),
+        (", connect_retry_ms = 600001", "connect_retry_ms"),
         (", colour = 1", "colour"),
     ] {
         let reg = registry(&dir, extra);

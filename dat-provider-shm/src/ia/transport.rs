@@ -14,45 +14,46 @@ fn resources() -> DatError {
     DatError::resources(Subtype::NoSubtype)
 }
 
+fn queue_full() -> DatError {
+    DatError::new(ErrorType::InsufficientResources, Subtype::NoSubtype)
+}
+
+/// Posts `wr` if that makes no upcall (a receive that no held-back send waits for, a request
+/// on a connected endpoint); else hands it back for the full path (`Transport::post`).
+///
+/// # Errors
+/// `DAT_INVALID_STATE` for an unknown endpoint; `DAT_INSUFFICIENT_RESOURCES` beyond
+/// [`MAX_QUEUED`].
+fn quiet_post(st: &mut State, ep: EpId, wr: WorkRequest) -> DatResult<Option<WorkRequest>> {
+    let e = st.eps.get_mut(&ep).ok_or_else(invalid_state)?;
+    let data = e
+        .conn
+        .and_then(|id| st.conns.get_mut(&id))
+        .filter(|c| matches!(c.phase, Phase::Connected))
+        .and_then(|c| c.data.as_mut());
+    if wr.op == PostOp::Recv {
+        if e.recvs.len() >= MAX_QUEUED {
+            return Err(queue_full());
+        }
+        if data.is_some_and(|d| d.held_back()) {
+            return Ok(Some(wr));
+        }
+        e.recvs.push_back(wr);
+        return Ok(None);
+    }
+    match data {
+        Some(d) if d.outstanding() >= MAX_QUEUED => Err(queue_full()),
+        Some(d) => {
+            d.post(wr);
+            Ok(None)
+        }
+        None => Ok(Some(wr)),
+    }
+}
+
 impl ShmIa {
     fn rdma_mode(&self) -> &'static str {
         if self.shared.cma_mode { "cma" } else { "copy" }
-    }
-
-    /// Requester: creates the segment, connects to the qualifier's listener, sends the request.
-    /// `Ok(None)`: nobody listens.
-    fn open_conn(&self, qual: ConnQual, pdata: &[u8]) -> DatResult<Option<(OwnedFd, DataPath)>> {
-        let sh = &self.shared;
-        let Some(sock) = rendezvous::connect(&sh.params.dir, qual.0).map_err(|_| resources())?
-        else {
-            return Ok(None);
-        };
-        let len = ring::segment_len(sh.params.slots, sh.params.slot_size);
-        let memfd = sys::memfd(len).map_err(|_| resources())?;
-        let map = Mapping::new(memfd.as_fd(), len).map_err(|_| resources())?;
-        let seg =
-            Segment::create(map, sh.params.slots, sh.params.slot_size).ok_or_else(resources)?;
-        let acc_efd = sys::eventfd().map_err(|_| resources())?;
-        let req_efd = sys::eventfd().map_err(|_| resources())?;
-        let req = Packet::Request {
-            pid: sys::pid() as u32,
-            probe: (&raw const *sh.probe) as u64,
-            slots: sh.params.slots,
-            slot_size: sh.params.slot_size,
-            pdata: pdata.to_vec(),
-        };
-        if sys::send_packet(
-            sock.as_fd(),
-            &req.encode(),
-            &[memfd.as_fd(), acc_efd.as_fd(), req_efd.as_fd()],
-        )
-        .is_err()
-        {
-            return Ok(None);
-        }
-        let pid = sys::peer_cred(sock.as_fd()).map(|(p, _)| p).unwrap_or(0);
-        let (tx, rx) = ring::ends(&seg, true);
-        Ok(Some((sock, DataPath::new(tx, rx, req_efd, acc_efd, pid))))
     }
 }
 
@@ -93,18 +94,20 @@ impl Transport for ShmIa {
     fn reset_ep(&self, ep: EpId) -> DatResult<()> {
         let sh = &self.shared;
         let mut st = sh.enter();
+        st.retries.remove(&ep);
         let conn = Shared::ep_mut(&mut st, ep)?.conn.take();
         let mut out = Ups::new();
         if let Some(id) = conn {
             sh.teardown(&mut st, id, None, true, &mut out);
         }
-        sh.finish(st, out);
+        sh.finish(st, &mut out);
         Ok(())
     }
 
     fn free_ep(&self, ep: EpId) {
         let sh = &self.shared;
         let mut st = lock(&sh.state);
+        st.retries.remove(&ep);
         let conn = st.eps.get_mut(&ep).and_then(|e| e.conn.take());
         if let Some(id) = conn {
             if let Some(c) = st.conns.get_mut(&id) {
@@ -136,47 +139,16 @@ impl Transport for ShmIa {
         if !lock(&sh.state).eps.contains_key(&ep) {
             return Err(invalid_state());
         }
-        let opened = self.open_conn(qual, private_data)?;
+        let now = Instant::now();
+        let deadline = timeout.duration().and_then(|d| now.checked_add(d));
+        let opened = sh.open_conn(qual, private_data)?;
         let mut st = lock(&sh.state);
         if !st.eps.contains_key(&ep) {
             return Err(invalid_state());
         }
         match opened {
-            None => {
-                st.deferred.push((ep, CmFact::NonPeerRejected));
-            }
-            Some((sock, data)) => {
-                st.next_conn += 1;
-                let id = st.next_conn;
-                sh.epoll
-                    .add(sock.as_fd(), TOK_SOCK | id)
-                    .map_err(|_| resources())?;
-                if sh.epoll.add(data.my_efd.as_fd(), TOK_EFD | id).is_err() {
-                    sh.epoll.remove(sock.as_fd());
-                    return Err(resources());
-                }
-                if sh.app_epoll.add(data.my_efd.as_fd(), TOK_EFD | id).is_err() {
-                    sh.epoll.remove(data.my_efd.as_fd());
-                    sh.epoll.remove(sock.as_fd());
-                    return Err(resources());
-                }
-                let deadline = timeout.duration().map(|d| Instant::now() + d);
-                st.conns.insert(
-                    id,
-                    Conn {
-                        sock,
-                        phase: Phase::Requesting { deadline },
-                        ep: Some(ep),
-                        data: Some(data),
-                        peer_probe: 0,
-                        peer_gone: false,
-                        closing: None,
-                    },
-                );
-                if let Some(e) = st.eps.get_mut(&ep) {
-                    e.conn = Some(id);
-                }
-            }
+            None => sh.refused(&mut st, ep, now, qual, private_data, deadline),
+            Some((sock, data)) => sh.install_requester(&mut st, ep, sock, data, deadline)?,
         }
         drop(st);
         sh.poke();
@@ -342,6 +314,8 @@ impl Transport for ShmIa {
         let mut st = sh.enter();
         let mut out = Ups::new();
         let st_ref = &mut *st;
+        // A connect waiting to retry ends here, like one still waiting for its answer.
+        st_ref.retries.remove(&ep);
         let Some(e) = st_ref.eps.get_mut(&ep) else {
             return Ok(());
         };
@@ -371,12 +345,16 @@ impl Transport for ShmIa {
                 }
             }
         }
-        sh.finish(st, out);
+        sh.finish(st, &mut out);
         Ok(())
     }
 
     fn post(&self, ep: EpId, wr: WorkRequest) -> DatResult<()> {
         let sh = &self.shared;
+        // The common case makes no upcall: the state lock alone will do.
+        let Some(wr) = quiet_post(&mut lock(&sh.state), ep, wr)? else {
+            return Ok(());
+        };
         let mut st = sh.enter();
         let mut out = Ups::new();
         let st_ref = &mut *st;
@@ -385,15 +363,15 @@ impl Transport for ShmIa {
             .conn
             .and_then(|id| st_ref.conns.get_mut(&id).map(|c| (id, c)))
             .filter(|(_, c)| matches!(c.phase, Phase::Connected));
-        let full = || DatError::new(ErrorType::InsufficientResources, Subtype::NoSubtype);
         if wr.op == PostOp::Recv {
             if e.recvs.len() >= MAX_QUEUED {
-                return Err(full());
+                return Err(queue_full());
             }
             e.recvs.push_back(wr);
             if let Some((id, c)) = conn {
-                // A send held back for want of a receive can land now.
-                if let Some(d) = c.data.as_mut() {
+                // A send held back for want of a receive can land now (anything else waits
+                // for the next progress: no pump on the way of every receive posted).
+                if let Some(d) = c.data.as_mut().filter(|d| d.held_back()) {
                     let recvs = match e.cfg.srq.and_then(|s| st_ref.srqs.get_mut(&s)) {
                         Some(q) => q,
                         None => &mut e.recvs,
@@ -416,7 +394,7 @@ impl Transport for ShmIa {
         } else {
             match conn.and_then(|(_, c)| c.data.as_mut()) {
                 Some(d) if d.outstanding() >= MAX_QUEUED => {
-                    return Err(full());
+                    return Err(queue_full());
                 }
                 Some(d) => d.post(wr),
                 None => out.push(Up::Done(
@@ -425,7 +403,7 @@ impl Transport for ShmIa {
                 )),
             }
         }
-        sh.finish(st, out);
+        sh.finish(st, &mut out);
         Ok(())
     }
 
@@ -444,7 +422,7 @@ impl Transport for ShmIa {
         // Sends held back on any endpoint of this SRQ may land now.
         let mut out = Ups::new();
         sh.pump_all(&mut st, &mut out);
-        sh.finish(st, out);
+        sh.finish(st, &mut out);
         Ok(())
     }
 
@@ -455,24 +433,19 @@ impl Transport for ShmIa {
     fn progress(&self) -> bool {
         let sh = &self.shared;
         sh.polled.store(true, Ordering::Relaxed);
-        // Fast path: a look at the rings under the state lock alone.
-        {
-            let Ok(mut st) = sh.state.try_lock() else {
-                return false;
-            };
-            let work = st.conns.values_mut().any(|c| {
-                matches!(c.phase, Phase::Connected) && c.data.as_mut().is_some_and(|d| d.has_work())
-            });
-            if !work {
-                return false;
-            }
-        }
+        // A look at the rings first: most polls find nothing and make no upcall.
         let Some(mut st) = sh.try_enter() else {
             return false;
         };
+        let work = st.conns.values_mut().any(|c| {
+            matches!(c.phase, Phase::Connected) && c.data.as_mut().is_some_and(|d| d.has_work())
+        });
+        if !work {
+            return false;
+        }
         let mut out = Ups::new();
         let any = sh.pump_all(&mut st, &mut out);
-        sh.finish(st, out);
+        sh.finish(st, &mut out);
         any
     }
 
@@ -505,7 +478,7 @@ impl Transport for ShmIa {
                 }
             }
         }
-        sh.finish(st, std::mem::take(&mut out));
+        sh.finish(st, &mut out);
         if !ready {
             let ms = timeout.as_nanos().div_ceil(1_000_000).min(i32::MAX as u128) as i32;
             let mut tokens = Vec::new();
@@ -537,7 +510,7 @@ impl Transport for ShmIa {
                     sh.poke();
                 }
             }
-            sh.finish(st, out);
+            sh.finish(st, &mut out);
         }
         sh.blocked.store(0, Ordering::Release);
         true
@@ -565,6 +538,7 @@ impl Transport for ShmIa {
         st.sps.clear(); // unlinks the rendezvous entries
         st.eps.clear();
         st.crs.clear();
+        st.retries.clear();
         // Memory a peer may still be copying into stays alive until the peer lets go
         // (bounded: a peer that neither closes nor dies within a second is not waited for).
         let mut buf = [0u8; 256];

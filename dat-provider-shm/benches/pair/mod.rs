@@ -1,0 +1,78 @@
+//! The two ends of a connection between two shm IAs of this process, shared by the benches
+//! and the `rtt_count` example.
+#![allow(dead_code)]
+
+use dat::types::{ConnQual, EvdFlags, LOOPBACK_ADDRESS, MemPriv, PspFlags, Qos, Timeout};
+use dat::{ConnectFlags, Ep, EpParams, Evd, EventData, Ia, Lmr, Registry};
+use dat_core::config::{Source, parse_toml};
+use dat_provider_shm::ShmProvider;
+
+/// One end: its IA, DTO EVD, EP and a 4 MiB LMR.
+pub struct End {
+    pub ia: Ia,
+    pub dto: Evd,
+    pub ep: Ep,
+    pub lmr: Lmr,
+}
+
+/// An end on IA `shm0` of `reg`, with its connection EVD.
+pub fn end(reg: &Registry) -> (End, Evd) {
+    let ia = reg.open_ia(Some("shm0"), 16).unwrap();
+    let pz = ia.create_pz().unwrap();
+    let dto = ia.create_evd(4096, EvdFlags::DTO, None).unwrap();
+    let conn = ia.create_evd(16, EvdFlags::CONNECTION, None).unwrap();
+    let ep = ia
+        .create_ep(&EpParams {
+            pz: Some(&pz),
+            recv_evd: Some(&dto),
+            request_evd: Some(&dto),
+            connect_evd: Some(&conn),
+            ..EpParams::default()
+        })
+        .unwrap();
+    let lmr = pz.alloc(4 << 20, MemPriv::ALL).unwrap();
+    (End { ia, dto, ep, lmr }, conn)
+}
+
+/// Ten seconds.
+pub const W: Timeout = Timeout(10_000_000);
+
+/// A registry with one shm IA in a bench-private rendezvous directory.
+pub fn registry() -> Registry {
+    let dir = std::env::temp_dir().join("datrs-shm-bench");
+    let text = format!(
+        "version = 1\n[[ia]]\nname = \"shm0\"\nprovider = \"shm\"\nparams = {{ dir = \"{}\" }}\n",
+        dir.display()
+    );
+    Registry::new(
+        parse_toml(&text, Source::Embedded, &["shm"]).unwrap(),
+        vec![ShmProvider::new()],
+    )
+}
+
+/// Two connected ends (qualifier `qual`).
+pub fn pair(qual: u64) -> (End, End) {
+    let reg = registry();
+    let (a, ac) = end(&reg);
+    let (b, bc) = end(&reg);
+    let cr_evd = b.ia.create_evd(4, EvdFlags::CR, None).unwrap();
+    let _sp =
+        b.ia.create_psp(ConnQual(qual), &cr_evd, PspFlags::Consumer)
+            .unwrap();
+    a.ep.connect(
+        LOOPBACK_ADDRESS,
+        ConnQual(qual),
+        W,
+        &[],
+        Qos::BestEffort,
+        ConnectFlags::Default,
+    )
+    .unwrap();
+    let EventData::ConnectionRequest { cr, .. } = cr_evd.wait(W, 1).unwrap().0.data else {
+        panic!("no request")
+    };
+    b.ia.cr(cr).unwrap().accept(Some(&b.ep), &[]).unwrap();
+    ac.wait(W, 1).unwrap();
+    bc.wait(W, 1).unwrap();
+    (a, b)
+}

@@ -1,0 +1,133 @@
+//! A deterministic ping-pong for counting the cost of the send/receive path with `perf stat`
+//! (instructions and cycles per round trip do not depend on the machine's load, unlike wall
+//! clock): one thread drives both ends of a connection between two shm IAs, in the pattern
+//! of `datperf lat` (a receive posted, then a send whose completion is suppressed; the peer
+//! echoes). Every poll finds its completion at once, so no instruction is spent waiting.
+//!
+//! ```text
+//! cargo build --release -p dat-provider-shm --example rtt_count
+//! perf stat -e instructions:u,cycles:u target/release/examples/rtt_count 8 100000
+//! perf stat -e instructions:u,cycles:u target/release/examples/rtt_count 8 300000
+//! ```
+//! The difference of the two counts over 200000 is the cost of one round trip (both ends);
+//! `two` as a third argument runs the echo end on its own thread instead (as `datperf`
+//! does: the counts then include the polling while waiting).
+
+use std::time::{Duration, Instant};
+
+use dat::EventData;
+use dat::types::{CloseFlags, CompletionFlags, Cookie, DtoOp};
+
+#[path = "../benches/pair/mod.rs"]
+mod pair;
+use pair::{End, pair};
+
+/// Polls until a receive completion of `len` bytes; returns the number of empty polls.
+fn recv(e: &End, len: u32) -> u64 {
+    let mut empty = 0;
+    loop {
+        match e.dto.dequeue() {
+            Ok(ev) => {
+                let EventData::Dto(c) = ev.data else {
+                    panic!("{ev:?}")
+                };
+                assert_eq!((c.operation, c.transferred_length), (DtoOp::Receive, len));
+                return empty;
+            }
+            Err(_) => {
+                empty += 1;
+                // Under valgrind, which runs one thread at a time, a poll that finds the
+                // provider thread holding the lock spins until it is scheduled: yield.
+                if empty % 16 == 0 {
+                    std::thread::yield_now();
+                }
+                std::hint::spin_loop();
+            }
+        }
+    }
+}
+
+fn leg(from: &End, to: &End, size: u32) -> u64 {
+    to.ep
+        .post_recv(
+            &[to.lmr.triplet(0, size)],
+            Cookie(0),
+            CompletionFlags::DEFAULT,
+        )
+        .unwrap();
+    from.ep
+        .post_send(
+            &[from.lmr.triplet(1 << 19, size)],
+            Cookie(1),
+            CompletionFlags::SUPPRESS,
+        )
+        .unwrap();
+    recv(to, size)
+}
+
+#[allow(clippy::print_stderr)] // an example that reports what it measured
+fn main() {
+    let args: Vec<String> = std::env::args().collect();
+    let size: u32 = args.get(1).map_or(8, |s| s.parse().unwrap());
+    let iters: u64 = args.get(2).map_or(100_000, |s| s.parse().unwrap());
+    let two = args.get(3).is_some_and(|s| s == "two");
+    let (a, b) = pair(8999);
+    let t0 = Instant::now();
+    let mut empty = 0;
+    if two {
+        std::thread::scope(|s| {
+            s.spawn(|| {
+                for _ in 0..iters {
+                    recv(&b, size);
+                    b.ep.post_recv(
+                        &[b.lmr.triplet(0, size)],
+                        Cookie(0),
+                        CompletionFlags::DEFAULT,
+                    )
+                    .unwrap();
+                    b.ep.post_send(
+                        &[b.lmr.triplet(0, size)],
+                        Cookie(1),
+                        CompletionFlags::SUPPRESS,
+                    )
+                    .unwrap();
+                }
+            });
+            b.ep.post_recv(
+                &[b.lmr.triplet(0, size)],
+                Cookie(0),
+                CompletionFlags::DEFAULT,
+            )
+            .unwrap();
+            for _ in 0..iters {
+                a.ep.post_recv(
+                    &[a.lmr.triplet(0, size)],
+                    Cookie(0),
+                    CompletionFlags::DEFAULT,
+                )
+                .unwrap();
+                a.ep.post_send(
+                    &[a.lmr.triplet(1 << 19, size)],
+                    Cookie(1),
+                    CompletionFlags::SUPPRESS,
+                )
+                .unwrap();
+                empty += recv(&a, size);
+            }
+        });
+    } else {
+        for _ in 0..iters {
+            empty += leg(&a, &b, size);
+            empty += leg(&b, &a, size);
+        }
+    }
+    let el = t0.elapsed();
+    eprintln!(
+        "{size} B x {iters}: {:.3} us half round trip, {:.2} empty polls per round trip",
+        el.as_secs_f64() * 1e6 / iters as f64 / 2.0,
+        empty as f64 / iters as f64
+    );
+    let _ = a.ia.close(CloseFlags::Abrupt);
+    let _ = b.ia.close(CloseFlags::Abrupt);
+    std::thread::sleep(Duration::from_millis(1));
+}
