@@ -6,7 +6,8 @@
 #   dat-provider-verbs/tests/rxe-suite.sh            # the whole suite
 #   dat-provider-verbs/tests/rxe-suite.sh --short    # the CI subset: connect, private data,
 #                                                    # reject, send/recv, RDMA write/read,
-#                                                    # disconnect
+#                                                    # disconnect; both then check for
+#                                                    # leaks after a connection storm
 #   dat-provider-verbs/tests/rxe-suite.sh -- FILTER  # libtest arguments of your own
 #
 # Environment: RXE_VM (the rxe-vm script; default ../shared/rxe-vm/rxe-vm beside the
@@ -43,6 +44,10 @@ if [ "$short" = 1 ]; then
         verbs::passive_side_disconnects
         verbs::disconnect_flushes_recvs)
 fi
+# The leak check counts the whole device's resources, so it runs alone after the suite (it
+# skips itself elsewhere), in the full run and the short one.
+storm=0
+{ [ "$short" = 1 ] || [ ${#args[@]} -eq 0 ]; } && storm=1
 timeout=${RXE_SUITE_TIMEOUT:-$([ "$short" = 1 ] && echo 600 || echo 1500)}
 
 if [ ! -x "$vm" ]; then
@@ -59,4 +64,9 @@ echo "rxe-suite: $bin in the VM ($([ "$short" = 1 ] && echo short || echo full))
 exec "$vm" --timeout "$timeout" \
     --env DAT_CONF="$root/dat-provider-verbs/tests/rxe.toml" \
     --env RUST_LOG="${RUST_LOG:-warn}" \
-    -- "$bin" --test-threads "${RXE_SUITE_THREADS:-2}" "${args[@]}"
+    -- bash -c 'set -e
+        bin=$1 threads=$2 storm=$3; shift 3
+        "$bin" --test-threads "$threads" "$@"
+        if [ "$storm" = 1 ]; then
+            DAT_TEST_DEVICE_EXCLUSIVE=1 "$bin" --exact no_device_resources_left_after_a_disconnect_storm
+        fi' rxe-suite "$bin" "${RXE_SUITE_THREADS:-2}" "$storm" "${args[@]}"
