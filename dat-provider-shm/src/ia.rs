@@ -124,6 +124,21 @@ struct ShmEp {
     conn: Option<u64>,
 }
 
+impl ShmEp {
+    /// The endpoint as the data path sees it: its receives come from its SRQ if it has one.
+    fn view<'a>(&'a mut self, srqs: &'a mut IdMap<SrqId, VecDeque<WorkRequest>>) -> EpView<'a> {
+        let recvs = match self.cfg.srq.and_then(|s| srqs.get_mut(&s)) {
+            Some(q) => q,
+            None => &mut self.recvs,
+        };
+        EpView {
+            upcalls: &self.upcalls,
+            pz: self.cfg.pz,
+            recvs,
+        }
+    }
+}
+
 struct Sp {
     listener: Listener,
     upcalls: Arc<dyn SpUpcalls>,
@@ -317,16 +332,7 @@ impl Shared {
             else {
                 continue;
             };
-            let recvs = match ep.cfg.srq.and_then(|s| st.srqs.get_mut(&s)) {
-                Some(q) => q,
-                None => &mut ep.recvs,
-            };
-            let mut view = EpView {
-                upcalls: &ep.upcalls,
-                pz: ep.cfg.pz,
-                recvs,
-            };
-            match d.pump(&mut view, &self.mem, out) {
+            match d.pump(&mut ep.view(&mut st.srqs), &self.mem, out) {
                 Ok(moved) => any |= moved,
                 Err(_) => broken.push(*id),
             }

@@ -108,16 +108,7 @@ impl Shared {
                 if let (Some(d), Some(ep)) =
                     (c.data.as_mut(), c.ep.and_then(|e| st.eps.get_mut(&e)))
                 {
-                    let recvs = match ep.cfg.srq.and_then(|s| st.srqs.get_mut(&s)) {
-                        Some(q) => q,
-                        None => &mut ep.recvs,
-                    };
-                    let mut view = EpView {
-                        upcalls: &ep.upcalls,
-                        pz: ep.cfg.pz,
-                        recvs,
-                    };
-                    d.drain(&mut view, &self.mem, out);
+                    d.drain(&mut ep.view(&mut st.srqs), &self.mem, out);
                 }
                 if graceful {
                     CmFact::Disconnected

@@ -372,16 +372,7 @@ impl Transport for ShmIa {
                 // A send held back for want of a receive can land now (anything else waits
                 // for the next progress: no pump on the way of every receive posted).
                 if let Some(d) = c.data.as_mut().filter(|d| d.held_back()) {
-                    let recvs = match e.cfg.srq.and_then(|s| st_ref.srqs.get_mut(&s)) {
-                        Some(q) => q,
-                        None => &mut e.recvs,
-                    };
-                    let mut view = EpView {
-                        upcalls: &e.upcalls,
-                        pz: e.cfg.pz,
-                        recvs,
-                    };
-                    let r = d.pump(&mut view, &sh.mem, &mut out);
+                    let r = d.pump(&mut e.view(&mut st_ref.srqs), &sh.mem, &mut out);
                     if r.is_err() {
                         sh.teardown(&mut st, id, Some(CmFact::Broken), false, &mut out);
                     } else if c.closing.is_some() {
