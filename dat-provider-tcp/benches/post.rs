@@ -10,14 +10,14 @@ use std::sync::{Arc, RwLock};
 use std::time::Instant;
 
 use criterion::{Criterion, criterion_group, criterion_main};
-use dat::types::{CompletionFlags, Cookie, EvdFlags, MemPriv, PspFlags, Qos, Timeout, VaType};
-use dat::{ConnectFlags, EpParams, EventData};
-use dat_core::config::{Source, parse_toml};
+use dat::EventData;
+use dat::types::{CompletionFlags, Cookie, MemPriv, Timeout, VaType};
 use dat_core::mem::{Buffer, MemTable, SegList};
 use dat_core::provider::{PostOp, WorkRequest};
 use dat_core::types::{LmrId, LmrTriplet, PzId};
-use dat_provider_tcp::TcpProvider;
 use dat_provider_tcp::engine::{Engine, EngineConfig};
+
+mod pair;
 
 fn engine_pair(c: &mut Criterion) {
     let mem = Arc::new(RwLock::new(MemTable::new()));
@@ -106,49 +106,9 @@ fn loopback_waited(c: &mut Criterion) {
 }
 
 fn loopback_pingpong(c: &mut Criterion, use_wait: bool) {
-    let text = "version = 1\n[[ia]]\nname = \"t\"\nprovider = \"tcp\"\nparams = { address = \"127.0.0.1\" }\n";
-    let cfg = parse_toml(text, Source::Embedded, &["tcp"]).unwrap();
-    let reg = dat::Registry::new(cfg, vec![Arc::new(TcpProvider::new())]);
-    let t = Timeout::from_duration(std::time::Duration::from_secs(10));
-    let mk = || {
-        let ia = reg.open_ia(Some("t"), 8).unwrap();
-        let pz = ia.create_pz().unwrap();
-        let dto = ia.create_evd(64, EvdFlags::DTO, None).unwrap();
-        let conn = ia.create_evd(8, EvdFlags::CONNECTION, None).unwrap();
-        let cr = ia.create_evd(8, EvdFlags::CR, None).unwrap();
-        let ep = ia
-            .create_ep(&EpParams {
-                pz: Some(&pz),
-                recv_evd: Some(&dto),
-                request_evd: Some(&dto),
-                connect_evd: Some(&conn),
-                srq: None,
-                attr: None,
-            })
-            .unwrap();
-        let lmr = pz.alloc(64, MemPriv::ALL).unwrap();
-        (ia, pz, dto, conn, cr, ep, lmr)
-    };
-    let a = mk();
-    let b = mk();
+    let (_reg, a, b) = pair::connected();
     let b_target = b.1.alloc(1 << 20, MemPriv::ALL).unwrap();
-    let sp = b.0.create_psp_any(&b.4, PspFlags::Consumer).unwrap();
-    a.5.connect(
-        b.0.attr().ia_address,
-        sp.conn_qual(),
-        t,
-        &[],
-        Qos::BestEffort,
-        ConnectFlags::Default,
-    )
-    .unwrap();
-    let (ev, _) = b.4.wait(t, 1).unwrap();
-    let EventData::ConnectionRequest { cr, .. } = ev.data else {
-        panic!("no CR")
-    };
-    b.0.cr(cr).unwrap().accept(Some(&b.5), &[]).unwrap();
-    a.3.wait(t, 1).unwrap();
-    b.3.wait(t, 1).unwrap();
+    let t = Timeout::from_duration(pair::SETUP_WAIT);
     // B echoes every message on a thread that polls its EVD.
     let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
     let stop2 = stop.clone();

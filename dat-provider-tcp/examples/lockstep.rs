@@ -22,14 +22,14 @@
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::io::{ErrorKind, Read, Write};
 use std::net::{TcpListener, TcpStream};
-use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
-use dat::types::{CompletionFlags, Cookie, DtoOp, EvdFlags, MemPriv, PspFlags, Qos, Timeout};
-use dat::{ConnectFlags, EpParams, Evd, Event, EventData};
-use dat_core::config::{Source, parse_toml};
-use dat_provider_tcp::TcpProvider;
+#[path = "../benches/pair/mod.rs"]
+mod pair;
+
+use dat::types::{CompletionFlags, Cookie, DtoOp};
+use dat::{Evd, Event, EventData};
 
 /// Counts allocations (and reallocations) made by any thread.
 struct Counting;
@@ -94,48 +94,7 @@ fn until_receive(evd: &Evd) {
 /// `idle`: instead of round trips, `n` polls of an EVD on a connection with nothing arriving
 /// (the cost of one look of a busy-polling thread, minus the `recv` that finds nothing).
 fn dat_lockstep(n: u64, idle: bool) {
-    let text = "version = 1\n[[ia]]\nname = \"t\"\nprovider = \"tcp\"\nparams = { address = \"127.0.0.1\" }\n";
-    let cfg = parse_toml(text, Source::Embedded, &["tcp"]).unwrap();
-    let reg = dat::Registry::new(cfg, vec![Arc::new(TcpProvider::new())]);
-    let t = Timeout::from_duration(Duration::from_secs(10));
-    let mk = || {
-        let ia = reg.open_ia(Some("t"), 8).unwrap();
-        let pz = ia.create_pz().unwrap();
-        let dto = ia.create_evd(64, EvdFlags::DTO, None).unwrap();
-        let conn = ia.create_evd(8, EvdFlags::CONNECTION, None).unwrap();
-        let cr = ia.create_evd(8, EvdFlags::CR, None).unwrap();
-        let ep = ia
-            .create_ep(&EpParams {
-                pz: Some(&pz),
-                recv_evd: Some(&dto),
-                request_evd: Some(&dto),
-                connect_evd: Some(&conn),
-                srq: None,
-                attr: None,
-            })
-            .unwrap();
-        let lmr = pz.alloc(64, MemPriv::ALL).unwrap();
-        (ia, pz, dto, conn, cr, ep, lmr)
-    };
-    let a = mk();
-    let b = mk();
-    let sp = b.0.create_psp_any(&b.4, PspFlags::Consumer).unwrap();
-    a.5.connect(
-        b.0.attr().ia_address,
-        sp.conn_qual(),
-        t,
-        &[],
-        Qos::BestEffort,
-        ConnectFlags::Default,
-    )
-    .unwrap();
-    let (ev, _) = b.4.wait(t, 1).unwrap();
-    let EventData::ConnectionRequest { cr, .. } = ev.data else {
-        panic!("no connection request: {ev:?}")
-    };
-    b.0.cr(cr).unwrap().accept(Some(&b.5), &[]).unwrap();
-    a.3.wait(t, 1).unwrap();
-    b.3.wait(t, 1).unwrap();
+    let (_reg, a, b) = pair::connected();
     let round = || {
         a.5.post_recv(&[a.6.triplet(0, 8)], Cookie(0), CompletionFlags::DEFAULT)
             .unwrap();
