@@ -516,6 +516,42 @@ mod tests {
     }
 
     #[test]
+    fn a_one_sided_chunk_may_outlast_the_servers_timeout_for_one_event() {
+        let reg = crate::testutil::registry();
+        let server = Side::open(&reg, Some("b"), 4096, Mode::Poll, T).unwrap();
+        let (ch, raw) = control();
+        let h = thread::spawn(move || {
+            let mut ch = Channel::new(raw).unwrap();
+            crate::server::serve_session(&server, &mut ch, Duration::from_secs(10))
+        });
+        let mut c =
+            Client::connect(client_side(&reg), ch, Ipv4Addr::LOCALHOST.into(), opts()).unwrap();
+        c.start(&ToServer::Run {
+            test: Test::BwWrite,
+            size: 8,
+            count: 1,
+            window: 1,
+            reply_to: None,
+        })
+        .unwrap();
+        let s = &c.side;
+        let remote = c.server_rmr.triplet(8);
+        s.ep.post_rdma_write(
+            &[s.lmr.triplet(0, 8)],
+            Cookie(0),
+            remote,
+            CompletionFlags::DEFAULT,
+        )
+        .unwrap();
+        s.completion().unwrap();
+        // A slow chunk: the server sees no event until the fence, later than its timeout.
+        thread::sleep(3 * T);
+        fence(s, 0).unwrap();
+        c.close().unwrap();
+        h.join().unwrap().unwrap();
+    }
+
+    #[test]
     fn chunked_warms_up_then_stops_at_iters_or_budget() {
         let mut calls = Vec::new();
         let (done, elapsed) = chunked(100, Duration::from_secs(3600), |n| {

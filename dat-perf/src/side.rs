@@ -4,7 +4,9 @@
 use std::time::{Duration, Instant};
 
 use dat::types::{EvdFlags, EventNumber, MemPriv, Timeout};
-use dat::{DatError, DtoCompletion, Ep, EpParams, Evd, Event, EventData, Ia, Lmr, Pz, Registry};
+use dat::{
+    DatError, DtoCompletion, Ep, EpParams, EpState, Evd, Event, EventData, Ia, Lmr, Pz, Registry,
+};
 
 use crate::error::{DatContext, PerfError, PerfResult};
 
@@ -217,6 +219,31 @@ impl Side {
                 ..
             } if c.status == dat::types::DtoStatus::Success => Ok(c),
             other => Err(PerfError::Protocol(format!("completion failed: {other:?}"))),
+        }
+    }
+
+    /// The last DTO completion of a chunk in which it is this end's only event (the fence
+    /// after one-sided traffic, which raises no event at its target): waits for as long as
+    /// the connection is up, not just [`Side::timeout`], because the whole chunk happens
+    /// before it and may take longer than that on a busy machine. A peer that dies or gives
+    /// up (its own waits are bounded by its timeout) breaks the connection, which flushes
+    /// the receive and ends the wait.
+    ///
+    /// # Errors
+    /// As [`Side::completion`], [`PerfError::Timeout`] only once the EP is no longer
+    /// connected.
+    pub fn final_completion(&self) -> PerfResult<DtoCompletion> {
+        loop {
+            match self.completion() {
+                Err(PerfError::Timeout(msg)) => {
+                    let state = self.ep.query().ctx("query EP")?.state;
+                    if state != EpState::Connected {
+                        return Err(PerfError::Timeout(msg));
+                    }
+                    tracing::debug!("still waiting for the peer's fence ({msg})");
+                }
+                other => return other,
+            }
         }
     }
 
