@@ -243,9 +243,12 @@ impl Evd {
             // (even if it was descheduled for the whole spin window). Never more than that:
             // with many busy endpoints `progress` nearly always moves something, and a waiter
             // that kept going while it did would never sleep.
-            if now < spin_until || !progressed {
+            // A thread seen preempted while it polled shares its core: spinning would only
+            // keep the CPU from the thread it waits for (see the `pace` module).
+            if (now < spin_until && !crate::pace::contended()) || !progressed {
                 drop(st);
                 if !self.inner.transport.progress() {
+                    crate::pace::idle_poll();
                     std::hint::spin_loop();
                 }
                 st = lock(&self.inner.state);
@@ -289,6 +292,7 @@ impl Evd {
         if self.inner.transport.progress() {
             lock(&self.inner.state).q.dequeue()
         } else {
+            crate::pace::idle_poll();
             Err(DatError::QUEUE_EMPTY)
         }
     }

@@ -22,6 +22,7 @@ mod ep;
 mod evd;
 mod ia;
 mod mem;
+mod pace;
 mod registry;
 mod srq;
 mod sync;
