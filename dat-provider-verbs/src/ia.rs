@@ -31,7 +31,10 @@ use crate::ep::{Ep, EpSt, Phase, WR_BIND, WR_RECV, WR_SRQ, post_recv};
 use crate::params::VerbsParams;
 use crate::verbs::{CompChannel, Cq, Mr, Mw, Srq, dto_status, empty_wc};
 
+mod device_events;
 mod events;
+
+pub(crate) use device_events::{unwatch, watch};
 
 pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(PoisonError::into_inner)
@@ -176,6 +179,11 @@ pub struct Shared {
     blocked: AtomicU32,
     /// The event thread armed every CQ and nobody has taken their events since.
     armed: AtomicBool,
+    /// The device is gone or failed (`DAT_ASYNC_ERROR_IA_CATASTROPHIC` was reported).
+    dead: AtomicBool,
+    /// An id bound to the IA's address, so that a device removal reaches an IA without
+    /// connections or service points too (rdma_cm reports it on every id of the device).
+    pub(crate) sentinel: Mutex<Option<CmId>>,
     pub(crate) pds: RwLock<HashMap<PzId, Arc<Pd>>>,
     pub(crate) mrs: Mutex<HashMap<dat_core::types::LmrId, Mr>>,
     pub(crate) mws: Mutex<HashMap<dat_core::types::RmrId, Mw>>,
@@ -233,6 +241,8 @@ impl Shared {
             last_progress: AtomicU64::new(0),
             blocked: AtomicU32::new(0),
             armed: AtomicBool::new(false),
+            dead: AtomicBool::new(false),
+            sentinel: Mutex::new(None),
             pds: RwLock::new(HashMap::new()),
             mrs: Mutex::new(HashMap::new()),
             mws: Mutex::new(HashMap::new()),
@@ -249,6 +259,28 @@ impl Shared {
             next_cr: AtomicU32::new(1),
             next_tag: AtomicU64::new(1),
         })
+    }
+
+    /// Reports `DAT_ASYNC_ERROR_IA_CATASTROPHIC` (once) and fails every later call that needs
+    /// the device.
+    pub(crate) fn catastrophic(&self) {
+        if !self.dead.swap(true, Ordering::AcqRel) {
+            self.upcalls
+                .async_error(dat_core::provider::AsyncFact::Catastrophic);
+        }
+    }
+
+    /// Whether the device is gone or failed.
+    ///
+    /// # Errors
+    /// `DAT_INSUFFICIENT_RESOURCES|DAT_RESOURCE_DEVICE` once it is.
+    pub(crate) fn check_device(&self) -> dat_core::DatResult<()> {
+        if self.dead.load(Ordering::Acquire) {
+            return Err(dat_core::DatError::resources(
+                dat_core::error::Subtype::ResourceDevice,
+            ));
+        }
+        Ok(())
     }
 
     /// Wakes the event thread (a new deadline, CQs to re-arm, or close).
@@ -716,6 +748,8 @@ impl Shared {
     /// Releases every object in the fixed order: endpoints (QPs and ids), requests,
     /// listeners, SRQs, MRs, CQs, PDs. The channels and the context go with the last `Arc`.
     pub fn close_all(&self) {
+        unwatch(self);
+        drop(lock(&self.sentinel).take());
         let eps: Vec<Arc<Ep>> = write(&self.eps).drain().map(|(_, e)| e).collect();
         for ep in eps {
             let cm = {

@@ -35,6 +35,11 @@ impl Shared {
                 events: libc::POLLIN,
                 revents: 0,
             },
+            libc::pollfd {
+                fd: super::device_events::async_fd(&self.ctx),
+                events: libc::POLLIN,
+                revents: 0,
+            },
         ];
         while !self.stop.load(Ordering::Acquire) {
             let mut timeout = self.next_deadline().map_or(-1, |d| {
@@ -49,8 +54,8 @@ impl Shared {
             for f in fds.iter_mut() {
                 f.revents = 0;
             }
-            // SAFETY: `fds` is a live array of three pollfd for the call.
-            let rc = unsafe { libc::poll(fds.as_mut_ptr(), 3, timeout) };
+            // SAFETY: `fds` is a live array of four pollfd for the call.
+            let rc = unsafe { libc::poll(fds.as_mut_ptr(), 4, timeout) };
             if rc < 0 {
                 let e = std::io::Error::last_os_error();
                 if e.raw_os_error() != Some(libc::EINTR) {
@@ -67,6 +72,15 @@ impl Shared {
             }
             while let Some(e) = self.events.next() {
                 self.handle_cm(e);
+            }
+            if fds[3].revents != 0 {
+                super::device_events::drain(&self.ctx);
+                if fds[3].revents & (libc::POLLERR | libc::POLLHUP | libc::POLLNVAL) != 0 {
+                    // A device that is gone keeps its descriptor in error: stop watching it
+                    // (the CM's DEVICE_REMOVAL tells the rest).
+                    tracing::warn!(ia = %self.name, revents = fds[3].revents, "device event descriptor failed");
+                    fds[3].fd = -1;
+                }
             }
             if fds[1].revents != 0 {
                 let mut any = false;
@@ -156,7 +170,7 @@ impl Shared {
         }
         if e.kind == ev::RDMA_CM_EVENT_DEVICE_REMOVAL {
             tracing::error!(ia = %self.name, "RDMA device removed");
-            self.upcalls.async_error(AsyncFact::Catastrophic);
+            self.catastrophic();
         }
         match self.owner(e.id) {
             Some(Owner::Ep(id)) => {
