@@ -1,11 +1,11 @@
 //! The shared state of one open IA and its event thread.
 //!
 //! # Threads and waiting
-//! Each IA has one thread that sleeps in `poll(2)` on three descriptors: the IA's rdma_cm
+//! Each IA has one thread that sleeps in `poll(2)` on four descriptors: the IA's rdma_cm
 //! event channel (every `rdma_cm_id` of the IA is on it), the IA's completion channel (every
-//! CQ of the IA is on it), and an eventfd that wakes it for a new deadline or at close. It
-//! handles CM events, fires deadlines, and delivers completions while no application thread
-//! does. Application threads poll CQs themselves in [`Shared::progress`] (no system call:
+//! CQ of the IA is on it), an eventfd that wakes it for a new deadline or at close, and the
+//! device's async event descriptor (see `device_events`). It handles CM and device events,
+//! fires deadlines, and delivers completions while no application thread does. Application threads poll CQs themselves in [`Shared::progress`] (no system call:
 //! `ibv_poll_cq` runs in user space) and sleep in [`Shared::block`] on the completion channel;
 //! while they poll, the event thread leaves the CQs unarmed (see `events`).
 //!
