@@ -172,9 +172,10 @@ pub struct Shared {
     /// [`Shared::unblock`] calls so far.
     unblocks: AtomicU64,
     pub(crate) stop: AtomicBool,
-    epoch: Instant,
-    /// When an application thread last polled (ns since `epoch`).
-    last_progress: AtomicU64,
+    /// An application thread polled since the event thread last looked (set on every
+    /// [`Shared::progress`]: a store, where reading the clock would be a system call on a
+    /// machine whose clock source the vDSO cannot read, as in the emulated VM).
+    polled: AtomicBool,
     /// Application threads asleep in [`Shared::block`].
     blocked: AtomicU32,
     /// The event thread armed every CQ and nobody has taken their events since.
@@ -237,8 +238,7 @@ impl Shared {
             waiters: Mutex::new(Vec::new()),
             unblocks: AtomicU64::new(0),
             stop: AtomicBool::new(false),
-            epoch: Instant::now(),
-            last_progress: AtomicU64::new(0),
+            polled: AtomicBool::new(false),
             blocked: AtomicU32::new(0),
             armed: AtomicBool::new(false),
             dead: AtomicBool::new(false),
@@ -296,18 +296,15 @@ impl Shared {
         }
     }
 
-    fn now_ns(&self) -> u64 {
-        u64::try_from(self.epoch.elapsed().as_nanos()).unwrap_or(u64::MAX)
-    }
-
     /// True while an application thread drives the CQs itself: it polled within
-    /// [`APP_IDLE`], or it sleeps in [`Shared::block`] (which armed them).
-    pub(crate) fn app_active(&self) -> bool {
+    /// [`APP_IDLE`] of `now`, or it sleeps in [`Shared::block`] (which armed them). Called by
+    /// the event thread only, which keeps in `last_active` when it last saw a poll.
+    pub(crate) fn app_active(&self, now: Instant, last_active: &mut Instant) -> bool {
+        if self.polled.swap(false, Ordering::Relaxed) {
+            *last_active = now;
+        }
         self.blocked.load(Ordering::Acquire) > 0
-            || self
-                .now_ns()
-                .saturating_sub(self.last_progress.load(Ordering::Relaxed))
-                < APP_IDLE.as_nanos() as u64
+            || now.saturating_duration_since(*last_active) < APP_IDLE
     }
 
     /// Whether the event thread's CQs are armed.
@@ -325,12 +322,12 @@ impl Shared {
         }
     }
 
-    /// Polls every CQ, waiting for a CQ another thread is polling.
-    pub(crate) fn drain_all(&self) -> bool {
+    /// Polls every CQ; with `wait` false a CQ another thread is polling is left to it.
+    pub(crate) fn drain(&self, wait: bool) -> bool {
         let list = read(&self.snapshot).clone();
         let mut any = false;
         for slot in list.iter() {
-            any |= self.poll_cq(slot, true);
+            any |= self.poll_cq(slot, wait);
         }
         any
     }
@@ -351,7 +348,7 @@ impl Shared {
             lock(&self.waiters).push(fd);
         }
         self.arm_all();
-        if !self.drain_all() && self.unblocks.load(Ordering::Acquire) == seen {
+        if !self.drain(true) && self.unblocks.load(Ordering::Acquire) == seen {
             let ms = timeout.min(BLOCK_CAP).as_millis().saturating_add(1);
             let ms = i32::try_from(ms).unwrap_or(i32::MAX);
             let mut fds = [
@@ -377,12 +374,12 @@ impl Shared {
                 });
             }
             while self.comp.take_event().is_some() {}
-            self.drain_all();
+            self.drain(true);
         }
         if let Some(fd) = fd {
             lock(&self.waiters).retain(|&w| w != fd);
         }
-        self.last_progress.store(self.now_ns(), Ordering::Relaxed);
+        self.polled.store(true, Ordering::Relaxed);
         self.blocked.fetch_sub(1, Ordering::AcqRel);
         // The channel's events were taken here: the event thread must arm again once the
         // application goes quiet (unarmed, it looks every APP_IDLE by itself).
@@ -548,13 +545,10 @@ impl Shared {
 
     /// Polls every CQ once without blocking; true if anything was delivered.
     pub fn progress(&self) -> bool {
-        self.last_progress.store(self.now_ns(), Ordering::Relaxed);
-        let list = read(&self.snapshot).clone();
-        let mut any = false;
-        for slot in list.iter() {
-            any |= self.poll_cq(slot, false);
+        if !self.polled.load(Ordering::Relaxed) {
+            self.polled.store(true, Ordering::Relaxed);
         }
-        any
+        self.drain(false)
     }
 
     /// Polls `slot` until it is empty and delivers its completions. With `wait` false a CQ

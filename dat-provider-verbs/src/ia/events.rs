@@ -41,6 +41,7 @@ impl Shared {
                 revents: 0,
             },
         ];
+        let mut last_active = Instant::now();
         while !self.stop.load(Ordering::Acquire) {
             let mut timeout = self.next_deadline().map_or(-1, |d| {
                 let ms = d.saturating_duration_since(Instant::now()).as_millis();
@@ -70,8 +71,12 @@ impl Shared {
             if self.stop.load(Ordering::Acquire) {
                 return;
             }
-            while let Some(e) = self.events.next() {
-                self.handle_cm(e);
+            // Only when there is something to read: each look is a system call (rdma_cm's
+            // GET_EVENT), and this loop also runs on timeouts.
+            if fds[0].revents != 0 {
+                while let Some(e) = self.events.next() {
+                    self.handle_cm(e);
+                }
             }
             if fds[3].revents != 0 {
                 super::device_events::drain(&self.ctx);
@@ -88,18 +93,23 @@ impl Shared {
                     any = true;
                 }
                 if any {
-                    // Taking the events disarmed their CQs.
+                    // Taking the events disarmed their CQs. A CQ an application thread is
+                    // polling is left to it (waiting for its lock would make every one of its
+                    // polls wake this thread); if it stops, the CQs are armed and drained below,
+                    // waiting, once it has been idle for APP_IDLE.
                     self.armed().store(false, Ordering::Release);
-                    self.drain_all();
+                    self.drain(false);
                 }
             }
             // Arm only while no application thread drives the CQs: a busy poller then costs
             // no interrupt and no wake-up of this thread per completion. Armed, then drained,
             // so no completion slips between the two.
-            if !self.armed().load(Ordering::Acquire) && !self.app_active() {
+            if !self.armed().load(Ordering::Acquire)
+                && !self.app_active(Instant::now(), &mut last_active)
+            {
                 self.armed().store(true, Ordering::Release);
                 self.arm_all();
-                self.drain_all();
+                self.drain(true);
             }
             self.fire_deadlines();
         }
