@@ -34,7 +34,7 @@ use crate::verbs::{CompChannel, Cq, Mr, Mw, Srq, dto_status, empty_wc};
 mod device_events;
 mod events;
 
-pub(crate) use device_events::{unwatch, watch};
+pub(crate) use device_events::{attach, unwatch};
 
 pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(PoisonError::into_inner)
@@ -259,28 +259,6 @@ impl Shared {
             next_cr: AtomicU32::new(1),
             next_tag: AtomicU64::new(1),
         })
-    }
-
-    /// Reports `DAT_ASYNC_ERROR_IA_CATASTROPHIC` (once) and fails every later call that needs
-    /// the device.
-    pub(crate) fn catastrophic(&self) {
-        if !self.dead.swap(true, Ordering::AcqRel) {
-            self.upcalls
-                .async_error(dat_core::provider::AsyncFact::Catastrophic);
-        }
-    }
-
-    /// Whether the device is gone or failed.
-    ///
-    /// # Errors
-    /// `DAT_INSUFFICIENT_RESOURCES|DAT_RESOURCE_DEVICE` once it is.
-    pub(crate) fn check_device(&self) -> dat_core::DatResult<()> {
-        if self.dead.load(Ordering::Acquire) {
-            return Err(dat_core::DatError::resources(
-                dat_core::error::Subtype::ResourceDevice,
-            ));
-        }
-        Ok(())
     }
 
     /// Wakes the event thread (a new deadline, CQs to re-arm, or close).

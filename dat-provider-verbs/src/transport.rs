@@ -231,18 +231,8 @@ impl VerbsIa {
                 )
             })?;
         let shared = Arc::new(shared);
-        crate::ia::watch(&shared)
+        crate::ia::attach(&shared)
             .map_err(|e| resources("making the device's event descriptor non-blocking", e))?;
-        // Bound to the IA's address, the id hears of the device's removal for the IA.
-        match CmId::new(&shared.events).and_then(|cm| {
-            cm.bind(SocketAddr::new(shared.ip, 0))?;
-            Ok(cm)
-        }) {
-            Ok(cm) => *lock(&shared.sentinel) = Some(cm),
-            Err(e) => {
-                tracing::warn!(ia, error = %e, "no rdma_cm id on the IA's address: an idle IA will not hear of the device's removal");
-            }
-        }
         let runner = shared.clone();
         let thread = std::thread::Builder::new()
             .name(format!("dat-verbs-{ia}"))

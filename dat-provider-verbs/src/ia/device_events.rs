@@ -19,12 +19,14 @@
 //! concurrent destroy of its object waits for the handling, never the reverse.
 
 use std::mem::MaybeUninit;
+use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex, Weak};
 
 use dat_core::provider::{AsyncFact, CmFact};
 use rdma_sys as sys;
 
 use super::{Shared, lock, read};
+use crate::cm::CmId;
 use crate::device::Context;
 
 /// What a verbs asynchronous event means for DAT.
@@ -203,11 +205,31 @@ static OPEN: Mutex<Vec<(usize, Weak<Shared>)>> = Mutex::new(Vec::new());
 ///
 /// # Errors
 /// The errno of `fcntl`.
-pub(crate) fn watch(shared: &Arc<Shared>) -> std::io::Result<()> {
+fn watch(shared: &Arc<Shared>) -> std::io::Result<()> {
     crate::verbs::set_nonblocking(async_fd(&shared.ctx))?;
     let mut open = lock(&OPEN);
     open.retain(|(_, w)| w.strong_count() > 0);
     open.push((shared.ctx.as_ptr() as usize, Arc::downgrade(shared)));
+    Ok(())
+}
+
+/// Makes `shared` hear of its device's events ([`watch`]) and of the device's removal even
+/// without connections or service points: an id bound to the IA's address, on which rdma_cm
+/// reports the removal as on every id of the device.
+///
+/// # Errors
+/// The errno of `fcntl` (an id that cannot be bound is only logged).
+pub(crate) fn attach(shared: &Arc<Shared>) -> std::io::Result<()> {
+    watch(shared)?;
+    match CmId::new(&shared.events).and_then(|cm| {
+        cm.bind(std::net::SocketAddr::new(shared.ip, 0))?;
+        Ok(cm)
+    }) {
+        Ok(cm) => *lock(&shared.sentinel) = Some(cm),
+        Err(e) => {
+            tracing::warn!(ia = %shared.name, error = %e, "no rdma_cm id on the IA's address: an idle IA will not hear of the device's removal");
+        }
+    }
     Ok(())
 }
 
@@ -249,6 +271,27 @@ pub(crate) fn drain(ctx: &Context) {
 }
 
 impl Shared {
+    /// Reports `DAT_ASYNC_ERROR_IA_CATASTROPHIC` (once) and fails every later call that needs
+    /// the device.
+    pub(crate) fn catastrophic(&self) {
+        if !self.dead.swap(true, Ordering::AcqRel) {
+            self.upcalls.async_error(AsyncFact::Catastrophic);
+        }
+    }
+
+    /// Whether the device is gone or failed.
+    ///
+    /// # Errors
+    /// `DAT_INSUFFICIENT_RESOURCES|DAT_RESOURCE_DEVICE` once it is.
+    pub(crate) fn check_device(&self) -> dat_core::DatResult<()> {
+        if self.dead.load(Ordering::Acquire) {
+            return Err(dat_core::DatError::resources(
+                dat_core::error::Subtype::ResourceDevice,
+            ));
+        }
+        Ok(())
+    }
+
     /// Handles one device event of this IA's device; false if it is about an object of
     /// another IA.
     fn device_event(&self, meaning: Meaning, element: Element, name: &'static str) -> bool {
