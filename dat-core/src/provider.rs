@@ -268,6 +268,9 @@ pub enum AsyncFact {
     Catastrophic,
     /// The provider hit an internal error (`DAT_ASYNC_ERROR_PROVIDER_INTERNAL_ERROR`).
     InternalError,
+    /// The transport's completion queue behind this DTO EVD overran and lost completions
+    /// (`DAT_ASYNC_ERROR_EVD_OVERFLOW` on the EVD; a verbs CQ error).
+    EvdOverflow(EvdId),
 }
 
 /// IA-level upcalls.

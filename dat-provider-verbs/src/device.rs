@@ -103,6 +103,16 @@ impl Drop for CmDevices {
         // SAFETY: the list came from rdma_get_devices and is freed once; every Context that
         // borrows one of its entries holds an Arc of this list.
         unsafe { sys::rdma_free_devices(self.list.as_ptr()) };
+        // librdmacm lets go of a device that was removed (closes its context, which the kernel
+        // waits for to finish the removal) only when it next compares its list with the
+        // system's: have it do so now, so a closed IA leaves nothing of a removed device open.
+        let mut n: libc::c_int = 0;
+        // SAFETY: as in `Context::rdma_cm`; the fresh list is freed at once.
+        let list = unsafe { sys::rdma_get_devices(&mut n) };
+        if !list.is_null() {
+            // SAFETY: the list just returned, freed once.
+            unsafe { sys::rdma_free_devices(list) };
+        }
     }
 }
 

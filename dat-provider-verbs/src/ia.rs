@@ -1,11 +1,11 @@
 //! The shared state of one open IA and its event thread.
 //!
 //! # Threads and waiting
-//! Each IA has one thread that sleeps in `poll(2)` on three descriptors: the IA's rdma_cm
+//! Each IA has one thread that sleeps in `poll(2)` on four descriptors: the IA's rdma_cm
 //! event channel (every `rdma_cm_id` of the IA is on it), the IA's completion channel (every
-//! CQ of the IA is on it), and an eventfd that wakes it for a new deadline or at close. It
-//! handles CM events, fires deadlines, and delivers completions while no application thread
-//! does. Application threads poll CQs themselves in [`Shared::progress`] (no system call:
+//! CQ of the IA is on it), an eventfd that wakes it for a new deadline or at close, and the
+//! device's async event descriptor (see `device_events`). It handles CM and device events,
+//! fires deadlines, and delivers completions while no application thread does. Application threads poll CQs themselves in [`Shared::progress`] (no system call:
 //! `ibv_poll_cq` runs in user space) and sleep in [`Shared::block`] on the completion channel;
 //! while they poll, the event thread leaves the CQs unarmed (see `events`).
 //!
@@ -31,7 +31,10 @@ use crate::ep::{Ep, EpSt, Phase, WR_BIND, WR_RECV, WR_SRQ, post_recv};
 use crate::params::VerbsParams;
 use crate::verbs::{CompChannel, Cq, Mr, Mw, Srq, dto_status, empty_wc};
 
+mod device_events;
 mod events;
+
+pub(crate) use device_events::{attach, unwatch};
 
 pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(PoisonError::into_inner)
@@ -169,13 +172,19 @@ pub struct Shared {
     /// [`Shared::unblock`] calls so far.
     unblocks: AtomicU64,
     pub(crate) stop: AtomicBool,
-    epoch: Instant,
-    /// When an application thread last polled (ns since `epoch`).
-    last_progress: AtomicU64,
+    /// An application thread polled since the event thread last looked (set on every
+    /// [`Shared::progress`]: a store, where reading the clock would be a system call on a
+    /// machine whose clock source the vDSO cannot read, as in the emulated VM).
+    polled: AtomicBool,
     /// Application threads asleep in [`Shared::block`].
     blocked: AtomicU32,
     /// The event thread armed every CQ and nobody has taken their events since.
     armed: AtomicBool,
+    /// The device is gone or failed (`DAT_ASYNC_ERROR_IA_CATASTROPHIC` was reported).
+    dead: AtomicBool,
+    /// An id bound to the IA's address, so that a device removal reaches an IA without
+    /// connections or service points too (rdma_cm reports it on every id of the device).
+    pub(crate) sentinel: Mutex<Option<CmId>>,
     pub(crate) pds: RwLock<HashMap<PzId, Arc<Pd>>>,
     pub(crate) mrs: Mutex<HashMap<dat_core::types::LmrId, Mr>>,
     pub(crate) mws: Mutex<HashMap<dat_core::types::RmrId, Mw>>,
@@ -229,10 +238,11 @@ impl Shared {
             waiters: Mutex::new(Vec::new()),
             unblocks: AtomicU64::new(0),
             stop: AtomicBool::new(false),
-            epoch: Instant::now(),
-            last_progress: AtomicU64::new(0),
+            polled: AtomicBool::new(false),
             blocked: AtomicU32::new(0),
             armed: AtomicBool::new(false),
+            dead: AtomicBool::new(false),
+            sentinel: Mutex::new(None),
             pds: RwLock::new(HashMap::new()),
             mrs: Mutex::new(HashMap::new()),
             mws: Mutex::new(HashMap::new()),
@@ -264,18 +274,15 @@ impl Shared {
         }
     }
 
-    fn now_ns(&self) -> u64 {
-        u64::try_from(self.epoch.elapsed().as_nanos()).unwrap_or(u64::MAX)
-    }
-
     /// True while an application thread drives the CQs itself: it polled within
-    /// [`APP_IDLE`], or it sleeps in [`Shared::block`] (which armed them).
-    pub(crate) fn app_active(&self) -> bool {
+    /// [`APP_IDLE`] of `now`, or it sleeps in [`Shared::block`] (which armed them). Called by
+    /// the event thread only, which keeps in `last_active` when it last saw a poll.
+    pub(crate) fn app_active(&self, now: Instant, last_active: &mut Instant) -> bool {
+        if self.polled.swap(false, Ordering::Relaxed) {
+            *last_active = now;
+        }
         self.blocked.load(Ordering::Acquire) > 0
-            || self
-                .now_ns()
-                .saturating_sub(self.last_progress.load(Ordering::Relaxed))
-                < APP_IDLE.as_nanos() as u64
+            || now.saturating_duration_since(*last_active) < APP_IDLE
     }
 
     /// Whether the event thread's CQs are armed.
@@ -293,12 +300,12 @@ impl Shared {
         }
     }
 
-    /// Polls every CQ, waiting for a CQ another thread is polling.
-    pub(crate) fn drain_all(&self) -> bool {
+    /// Polls every CQ; with `wait` false a CQ another thread is polling is left to it.
+    pub(crate) fn drain(&self, wait: bool) -> bool {
         let list = read(&self.snapshot).clone();
         let mut any = false;
         for slot in list.iter() {
-            any |= self.poll_cq(slot, true);
+            any |= self.poll_cq(slot, wait);
         }
         any
     }
@@ -319,7 +326,7 @@ impl Shared {
             lock(&self.waiters).push(fd);
         }
         self.arm_all();
-        if !self.drain_all() && self.unblocks.load(Ordering::Acquire) == seen {
+        if !self.drain(true) && self.unblocks.load(Ordering::Acquire) == seen {
             let ms = timeout.min(BLOCK_CAP).as_millis().saturating_add(1);
             let ms = i32::try_from(ms).unwrap_or(i32::MAX);
             let mut fds = [
@@ -345,12 +352,12 @@ impl Shared {
                 });
             }
             while self.comp.take_event().is_some() {}
-            self.drain_all();
+            self.drain(true);
         }
         if let Some(fd) = fd {
             lock(&self.waiters).retain(|&w| w != fd);
         }
-        self.last_progress.store(self.now_ns(), Ordering::Relaxed);
+        self.polled.store(true, Ordering::Relaxed);
         self.blocked.fetch_sub(1, Ordering::AcqRel);
         // The channel's events were taken here: the event thread must arm again once the
         // application goes quiet (unarmed, it looks every APP_IDLE by itself).
@@ -516,13 +523,10 @@ impl Shared {
 
     /// Polls every CQ once without blocking; true if anything was delivered.
     pub fn progress(&self) -> bool {
-        self.last_progress.store(self.now_ns(), Ordering::Relaxed);
-        let list = read(&self.snapshot).clone();
-        let mut any = false;
-        for slot in list.iter() {
-            any |= self.poll_cq(slot, false);
+        if !self.polled.load(Ordering::Relaxed) {
+            self.polled.store(true, Ordering::Relaxed);
         }
-        any
+        self.drain(false)
     }
 
     /// Polls `slot` until it is empty and delivers its completions. With `wait` false a CQ
@@ -716,6 +720,8 @@ impl Shared {
     /// Releases every object in the fixed order: endpoints (QPs and ids), requests,
     /// listeners, SRQs, MRs, CQs, PDs. The channels and the context go with the last `Arc`.
     pub fn close_all(&self) {
+        unwatch(self);
+        drop(lock(&self.sentinel).take());
         let eps: Vec<Arc<Ep>> = write(&self.eps).drain().map(|(_, e)| e).collect();
         for ep in eps {
             let cm = {

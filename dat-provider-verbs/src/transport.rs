@@ -231,6 +231,8 @@ impl VerbsIa {
                 )
             })?;
         let shared = Arc::new(shared);
+        crate::ia::attach(&shared)
+            .map_err(|e| resources("making the device's event descriptor non-blocking", e))?;
         let runner = shared.clone();
         let thread = std::thread::Builder::new()
             .name(format!("dat-verbs-{ia}"))
@@ -296,6 +298,7 @@ impl Transport for VerbsIa {
     }
 
     fn create_pz(&self, pz: PzId) -> DatResult<()> {
+        self.shared.check_device()?;
         let pd = Pd::alloc(&self.shared.ctx).map_err(|e| {
             tracing::warn!(ia = %self.name, error = %e, "ibv_alloc_pd failed");
             DatError::resources(Subtype::ResourceProtectionDomain)
@@ -322,6 +325,7 @@ impl Transport for VerbsIa {
         if !MemPriv::all().contains(privs) {
             return Err(DatError::invalid_arg(6));
         }
+        self.shared.check_device()?;
         let pd = read(&self.shared.pds)
             .get(&pz)
             .cloned()
@@ -412,6 +416,7 @@ impl Transport for VerbsIa {
     fn create_evd(&self, evd: EvdId, flags: EvdFlags, qlen: u32) -> DatResult<()> {
         // Connection, CR, software and async events need no verbs object; a DTO EVD is a CQ.
         if flags.contains(EvdFlags::DTO) {
+            self.shared.check_device()?;
             self.shared.add_cq(Some(evd), qlen).map_err(|e| {
                 tracing::warn!(ia = %self.name, error = %e, "ibv_create_cq failed");
                 DatError::resources(Subtype::ResourceTevd)
@@ -503,6 +508,7 @@ impl Transport for VerbsIa {
             // The qualifier takes 8 bytes of the REQ's private data field.
             return Err(DatError::invalid_arg(4));
         }
+        self.shared.check_device()?;
         let cm = CmId::new(&self.shared.events).map_err(|e| {
             tracing::warn!(ia = %self.name, error = %e, "rdma_create_id failed");
             DatError::resources(Subtype::ResourceTep)
@@ -543,6 +549,7 @@ impl Transport for VerbsIa {
         upcalls: Arc<dyn SpUpcalls>,
     ) -> DatResult<ConnQual> {
         let port = qual.map_or(0, |q| port_of(q).0);
+        self.shared.check_device()?;
         let cm = CmId::new(&self.shared.events).map_err(|e| {
             tracing::warn!(ia = %self.name, error = %e, "rdma_create_id failed");
             DatError::resources(Subtype::NoSubtype)
@@ -712,6 +719,7 @@ impl Transport for VerbsIa {
     }
 
     fn create_srq(&self, srq: SrqId, cfg: &SrqConfig) -> DatResult<()> {
+        self.shared.check_device()?;
         let pd = read(&self.shared.pds)
             .get(&cfg.pz)
             .cloned()

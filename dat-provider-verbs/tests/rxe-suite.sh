@@ -44,8 +44,9 @@ if [ "$short" = 1 ]; then
         verbs::passive_side_disconnects
         verbs::disconnect_flushes_recvs)
 fi
-# The leak check counts the whole device's resources, so it runs alone after the suite (it
-# skips itself elsewhere), in the full run and the short one.
+# The leak check counts the whole device's resources and the removal case removes the device,
+# so they run alone after the suite (both skip themselves elsewhere), in the full run and the
+# short one; the removal ends once its process has exited, and the device is then put back.
 storm=0
 { [ "$short" = 1 ] || [ ${#args[@]} -eq 0 ]; } && storm=1
 timeout=${RXE_SUITE_TIMEOUT:-$([ "$short" = 1 ] && echo 600 || echo 1500)}
@@ -69,4 +70,11 @@ exec "$vm" --timeout "$timeout" \
         "$bin" --test-threads "$threads" "$@"
         if [ "$storm" = 1 ]; then
             DAT_TEST_DEVICE_EXCLUSIVE=1 "$bin" --exact no_device_resources_left_after_a_disconnect_storm
+            DAT_TEST_DEVICE_EXCLUSIVE=1 "$bin" --exact device_removal_is_catastrophic_and_calls_fail_cleanly
+            for _ in $(seq 300); do
+                rdma link show "$RXE_DEV/1" >/dev/null 2>&1 || break
+                sleep 0.2
+            done
+            rdma link add "$RXE_DEV" type rxe netdev "$RXE_NETDEV"
+            rdma link show "$RXE_DEV/1"
         fi' rxe-suite "$bin" "${RXE_SUITE_THREADS:-2}" "$storm" "${args[@]}"

@@ -123,3 +123,172 @@ fn no_device_resources_left_after_a_disconnect_storm() {
         disconnect_storm,
     );
 }
+
+/// Waits (bounded) on `ia`'s async EVD for `DAT_ASYNC_ERROR_IA_CATASTROPHIC`; the EP-broken
+/// events of the IA's endpoints may come before it. Returns the EPs reported broken.
+fn expect_catastrophic(ia: &dat::Ia, within: std::time::Duration) -> Vec<dat::types::EpId> {
+    use dat::AsyncHandle;
+    use dat::types::{EventNumber, Timeout};
+    let evd = ia.async_evd();
+    let end = std::time::Instant::now() + within;
+    let mut broken = Vec::new();
+    loop {
+        let left = end.saturating_duration_since(std::time::Instant::now());
+        let timeout = Timeout::from_duration(left.max(std::time::Duration::from_millis(1)));
+        let ev = match evd.wait(timeout, 1) {
+            Ok((ev, _)) => ev,
+            Err(e) => panic!("no IA_CATASTROPHIC on {} within {within:?}: {e}", ia.name()),
+        };
+        match (ev.number, &ev.data) {
+            (EventNumber::AsyncIaCatastrophic, dat::EventData::Async { handle, .. }) => {
+                assert_eq!(*handle, AsyncHandle::Ia, "{ev:?}");
+                return broken;
+            }
+            (EventNumber::AsyncEpBroken, dat::EventData::Async { handle, .. }) => {
+                let AsyncHandle::Ep(ep) = handle else {
+                    panic!("EP_BROKEN names no EP: {ev:?}");
+                };
+                broken.push(*ep);
+            }
+            _ => panic!("unexpected async event on {}: {ev:?}", ia.name()),
+        }
+    }
+}
+
+/// The verbs device is removed under open IAs (`rdma link delete`): every IA, connected or
+/// idle, gets `DAT_ASYNC_ERROR_IA_CATASTROPHIC` within a bounded time; the connection ends
+/// (BROKEN, outstanding receives flushed); later calls that need the device fail
+/// with `DAT_INSUFFICIENT_RESOURCES|DAT_RESOURCE_DEVICE`, posts on the broken EP complete as
+/// flushed, and the IAs close.
+fn device_removal(t: &dyn dat_tests::Target) -> dat_tests::Outcome {
+    use dat::types::{CloseFlags, DtoStatus, EvdFlags, EventNumber, MemPriv, PspFlags, Qos};
+    use dat::{ConnectFlags, DatError, EpState, Subtype};
+    use dat_tests::harness::{assert_empty, expect_dto, next_event, pair, post_recv, post_send};
+
+    if std::env::var_os("DAT_TEST_DEVICE_EXCLUSIVE").is_none() {
+        return dat_tests::Outcome::Skip(
+            "removes the verbs device: run alone with DAT_TEST_DEVICE_EXCLUSIVE=1 \
+             (dat-provider-verbs/tests/rxe-suite.sh does)"
+                .into(),
+        );
+    }
+    let dev = std::env::var("RXE_DEV").unwrap_or_else(|_| "rxe0".to_owned());
+    let shown = std::process::Command::new("rdma")
+        .args(["link", "show", &format!("{dev}/1")])
+        .output();
+    if !shown.is_ok_and(|o| o.status.success()) {
+        return dat_tests::Outcome::Skip(format!("no `rdma` tool (iproute2) or no device {dev}"));
+    }
+    let p = pair(t);
+    let (idle, idle2) = t.open_pair();
+    post_recv(&p.b, &p.b.ep, 0, 64, 7);
+
+    // The kernel finishes a removal only once every process has closed the device, and
+    // librdmacm closes its context of the last device only at exit (see the verbs README):
+    // the removal runs aside and ends after this process; rxe-suite.sh puts the device back.
+    let deleter = std::process::Command::new("rdma")
+        .args(["link", "delete", &dev])
+        .spawn()
+        .expect("rdma link delete");
+    let within = std::time::Duration::from_secs(60);
+    let a_broken = expect_catastrophic(&p.a.ia, within);
+    let b_broken = expect_catastrophic(&p.b.ia, within);
+    expect_catastrophic(&idle, within);
+    expect_catastrophic(&idle2, within);
+
+    // The connection ends on both sides, the receive flushed. Both ends are on the one device:
+    // rdma_cm removes one end's id first, which disconnects the other, so that one may see
+    // DISCONNECTED before its own removal; the first always sees BROKEN.
+    let ends: Vec<EventNumber> = [(&p.a.conn, &p.a.ep), (&p.b.conn, &p.b.ep)]
+        .into_iter()
+        .map(|(evd, ep)| {
+            let ev = next_event(evd);
+            assert!(
+                matches!(ev.number, EventNumber::Broken | EventNumber::Disconnected),
+                "{ev:?}"
+            );
+            assert!(
+                matches!(ev.data, dat::EventData::Connection { ep: id, .. } if id == ep.id()),
+                "{ev:?}"
+            );
+            ev.number
+        })
+        .collect();
+    assert!(ends.contains(&EventNumber::Broken), "no BROKEN: {ends:?}");
+    assert_empty(&p.a.conn);
+    assert_empty(&p.b.conn);
+    assert_eq!(p.a.ep.state(), Ok(EpState::Disconnected));
+    assert_eq!(p.b.ep.state(), Ok(EpState::Disconnected));
+    let c = expect_dto(&p.b.recv);
+    assert_eq!((c.status, c.cookie.0), (DtoStatus::Flushed, 7), "{c:?}");
+    assert!(
+        a_broken.iter().all(|&e| e == p.a.ep.id()) && b_broken.iter().all(|&e| e == p.b.ep.id()),
+        "EP_BROKEN for other EPs: {a_broken:?} {b_broken:?}"
+    );
+
+    // A post on the broken EP completes as flushed.
+    post_send(&p.a, &p.a.ep, 0, 64, 9);
+    let c = expect_dto(&p.a.req);
+    assert_eq!((c.status, c.cookie.0), (DtoStatus::Flushed, 9), "{c:?}");
+
+    // Whatever needs the device fails with a clear code, on every IA.
+    let gone = DatError::resources(Subtype::ResourceDevice);
+    for ia in [&p.a.ia, &idle] {
+        assert_eq!(
+            ia.create_pz().err(),
+            Some(gone),
+            "create_pz on {}",
+            ia.name()
+        );
+        assert_eq!(
+            ia.create_evd(8, EvdFlags::DTO, None).err(),
+            Some(gone),
+            "DTO EVD on {}",
+            ia.name()
+        );
+    }
+    assert_eq!(p.a.pz.alloc(4096, MemPriv::ALL).err(), Some(gone), "LMR");
+    assert_eq!(
+        p.a.ia
+            .create_psp(t.qual(), &p.a.cr, PspFlags::Consumer)
+            .err(),
+        Some(gone),
+        "PSP"
+    );
+    let fresh = p.a.another_ep();
+    assert_eq!(
+        fresh
+            .connect(
+                p.b.addr(),
+                p.qual,
+                dat::types::Timeout::from_duration(std::time::Duration::from_secs(5)),
+                b"",
+                Qos::BestEffort,
+                ConnectFlags::Default,
+            )
+            .err(),
+        Some(gone),
+        "connect"
+    );
+
+    for ia in [&p.a.ia, &p.b.ia, &idle, &idle2] {
+        ia.close(CloseFlags::Abrupt)
+            .expect("IA close after the device is gone");
+    }
+    drop(fresh);
+    drop(p);
+    // Not waited for (see above); dropping it leaves it running.
+    drop(deleter);
+    dat_tests::Outcome::Pass
+}
+
+#[test]
+fn device_removal_is_catastrophic_and_calls_fail_cleanly() {
+    dat_tests::run_case(
+        &verbs_target(),
+        module_path!(),
+        "verbs",
+        "device_removal_is_catastrophic_and_calls_fail_cleanly",
+        device_removal,
+    );
+}

@@ -97,12 +97,25 @@ struct IaLink(std::sync::OnceLock<Weak<IaInner>>);
 impl IaUpcalls for IaLink {
     fn async_error(&self, fact: AsyncFact) {
         if let Some(ia) = self.0.get().and_then(Weak::upgrade) {
-            let number = match fact {
-                AsyncFact::Catastrophic => EventNumber::AsyncIaCatastrophic,
-                AsyncFact::InternalError => EventNumber::AsyncProviderInternalError,
+            let (handle, number, reason) = match fact {
+                AsyncFact::Catastrophic => (
+                    AsyncHandle::Ia,
+                    EventNumber::AsyncIaCatastrophic,
+                    dat_core::evd::reason::IA_CATASTROPHIC,
+                ),
+                AsyncFact::InternalError => (
+                    AsyncHandle::Ia,
+                    EventNumber::AsyncProviderInternalError,
+                    dat_core::evd::reason::IA_OTHER,
+                ),
+                AsyncFact::EvdOverflow(evd) => (
+                    AsyncHandle::Evd(evd),
+                    EventNumber::AsyncEvdOverflow,
+                    dat_core::evd::reason::EVD_OVERFLOW,
+                ),
             };
             tracing::error!(ia = %ia.name, ?fact, "asynchronous IA error");
-            ia.post_async(AsyncHandle::Ia, number, 0);
+            ia.post_async(handle, number, reason);
         }
     }
 }

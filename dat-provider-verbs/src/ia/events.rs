@@ -35,7 +35,13 @@ impl Shared {
                 events: libc::POLLIN,
                 revents: 0,
             },
+            libc::pollfd {
+                fd: super::device_events::async_fd(&self.ctx),
+                events: libc::POLLIN,
+                revents: 0,
+            },
         ];
+        let mut last_active = Instant::now();
         while !self.stop.load(Ordering::Acquire) {
             let mut timeout = self.next_deadline().map_or(-1, |d| {
                 let ms = d.saturating_duration_since(Instant::now()).as_millis();
@@ -49,8 +55,8 @@ impl Shared {
             for f in fds.iter_mut() {
                 f.revents = 0;
             }
-            // SAFETY: `fds` is a live array of three pollfd for the call.
-            let rc = unsafe { libc::poll(fds.as_mut_ptr(), 3, timeout) };
+            // SAFETY: `fds` is a live array of four pollfd for the call.
+            let rc = unsafe { libc::poll(fds.as_mut_ptr(), 4, timeout) };
             if rc < 0 {
                 let e = std::io::Error::last_os_error();
                 if e.raw_os_error() != Some(libc::EINTR) {
@@ -65,8 +71,21 @@ impl Shared {
             if self.stop.load(Ordering::Acquire) {
                 return;
             }
-            while let Some(e) = self.events.next() {
-                self.handle_cm(e);
+            // Only when there is something to read: each look is a system call (rdma_cm's
+            // GET_EVENT), and this loop also runs on timeouts.
+            if fds[0].revents != 0 {
+                while let Some(e) = self.events.next() {
+                    self.handle_cm(e);
+                }
+            }
+            if fds[3].revents != 0 {
+                super::device_events::drain(&self.ctx);
+                if fds[3].revents & (libc::POLLERR | libc::POLLHUP | libc::POLLNVAL) != 0 {
+                    // A device that is gone keeps its descriptor in error: stop watching it
+                    // (the CM's DEVICE_REMOVAL tells the rest).
+                    tracing::warn!(ia = %self.name, revents = fds[3].revents, "device event descriptor failed");
+                    fds[3].fd = -1;
+                }
             }
             if fds[1].revents != 0 {
                 let mut any = false;
@@ -74,18 +93,23 @@ impl Shared {
                     any = true;
                 }
                 if any {
-                    // Taking the events disarmed their CQs.
+                    // Taking the events disarmed their CQs. A CQ an application thread is
+                    // polling is left to it (waiting for its lock would make every one of its
+                    // polls wake this thread); if it stops, the CQs are armed and drained below,
+                    // waiting, once it has been idle for APP_IDLE.
                     self.armed().store(false, Ordering::Release);
-                    self.drain_all();
+                    self.drain(false);
                 }
             }
             // Arm only while no application thread drives the CQs: a busy poller then costs
             // no interrupt and no wake-up of this thread per completion. Armed, then drained,
             // so no completion slips between the two.
-            if !self.armed().load(Ordering::Acquire) && !self.app_active() {
+            if !self.armed().load(Ordering::Acquire)
+                && !self.app_active(Instant::now(), &mut last_active)
+            {
                 self.armed().store(true, Ordering::Release);
                 self.arm_all();
-                self.drain_all();
+                self.drain(true);
             }
             self.fire_deadlines();
         }
@@ -156,7 +180,7 @@ impl Shared {
         }
         if e.kind == ev::RDMA_CM_EVENT_DEVICE_REMOVAL {
             tracing::error!(ia = %self.name, "RDMA device removed");
-            self.upcalls.async_error(AsyncFact::Catastrophic);
+            self.catastrophic();
         }
         match self.owner(e.id) {
             Some(Owner::Ep(id)) => {
