@@ -256,9 +256,16 @@ impl Ia {
         self.inner.closed.load(Ordering::Acquire)
     }
 
-    /// Makes progress on the calling thread (see [`Transport::progress`]).
+    /// Makes progress on the calling thread (see [`Transport::progress`]); returns whether
+    /// anything moved. A thread that calls it in a loop (waiting for an RDMA write to land,
+    /// which raises no event) is paced like one polling an EVD: once it has been seen
+    /// preempted, a call that moved nothing yields the CPU.
     pub fn progress(&self) -> bool {
-        self.inner.transport.progress()
+        let moved = self.inner.transport.progress();
+        if !moved {
+            crate::pace::idle_poll();
+        }
+        moved
     }
 
     /// Looks up a live endpoint by the id an event names.
