@@ -15,3 +15,6 @@ dat-capi/tests/stock-suite.sh
 # first time on a fresh machine, which builds the VM image; under 30 s after). The full suite:
 # dat-provider-verbs/tests/rxe-suite.sh without --short.
 dat-provider-verbs/tests/rxe-suite.sh --short
+# The same unmodified uDAPL programs on the verbs provider against Soft-RoCE in the VM (23
+# checks, about 2-5 min with the VM boot and a release build of libdat_capi.so with verbs).
+dat-provider-verbs/tests/rxe-stock.sh
