@@ -5,9 +5,10 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, Weak};
 
 use dat_core::ep::attr::{EpLimits, default_attr, validate_attr};
-use dat_core::ep::state::{Actions, EpState, Input, Outcome, transition};
+use dat_core::ep::state::{Actions, EpState, Input, Outcome, PostGate, post_gate, transition};
 use dat_core::error::{ErrorType, Subtype};
 use dat_core::evd::{DtoCompletion, Event, EventData, Signal};
+use dat_core::mem::SegList;
 use dat_core::provider::{CmFact, Completion, EpConfig, EpUpcalls, PostOp, WorkRequest};
 use dat_core::types::{
     CloseFlags, CompletionFlags, ConnQual, Cookie, CrId, DtoOp, DtoStatus, EpAttr, EpId, EvdFlags,
@@ -799,17 +800,13 @@ impl Ep {
         flags: CompletionFlags,
         flags_arg: u16,
     ) -> DatResult<()> {
-        self.inner.check()?;
-        let (out, pz, allowed, max_iov) = {
-            let core = lock(&self.inner.core);
-            let input = if op == PostOp::Recv {
-                Input::PostRecv
-            } else {
-                Input::PostRequest
-            };
-            let out = transition(core.state, input);
-            out.result?;
-            if op == PostOp::Recv && core.srq.is_some() {
+        let inner = &*self.inner;
+        inner.check()?;
+        let recv = op == PostOp::Recv;
+        let (gate, pz, allowed, max_iov) = {
+            let core = lock(&inner.core);
+            let gate = post_gate(core.state, recv)?;
+            if recv && core.srq.is_some() {
                 return Err(DatError::invalid_state(Subtype::StateSrqInUse));
             }
             let a = &core.cfg.attr;
@@ -819,12 +816,12 @@ impl Ep {
                 PostOp::RdmaRead(_) => (a.request_completion_flags, a.max_rdma_read_iov),
                 PostOp::RdmaWrite(_) => (a.request_completion_flags, a.max_rdma_write_iov),
             };
-            (out, core.cfg.pz, allowed, max_iov)
+            (gate, core.cfg.pz, allowed, max_iov)
         };
         if flags.bits() & !CompletionFlags::all().bits() != 0
             || (flags.contains(CompletionFlags::UNSIGNALLED)
                 && !allowed.contains(CompletionFlags::UNSIGNALLED))
-            || (op == PostOp::Recv && flags.contains(CompletionFlags::SUPPRESS))
+            || (recv && flags.contains(CompletionFlags::SUPPRESS))
         {
             return Err(DatError::invalid_arg(flags_arg));
         }
@@ -834,27 +831,30 @@ impl Ep {
         let Some(pz) = pz else {
             return Err(DatError::invalid_state(Subtype::StateEpNotReady));
         };
-        let segs = crate::sync::read(&self.inner.ia.mem).local_iov(
+        // Built in place: the segments are resolved straight into the request, which then
+        // moves once, into the transport.
+        let mut wr = WorkRequest {
+            op,
+            segs: SegList::new(),
+            cookie,
+            flags,
+        };
+        crate::sync::read(&inner.ia.mem).local_iov_into(
             pz,
             iov,
             op.local_privilege(),
             max_iov,
+            &mut wr.segs,
         )?;
-        let wr = WorkRequest {
-            op,
-            segs,
-            cookie,
-            flags,
-        };
         if let PostOp::RdmaRead(r) | PostOp::RdmaWrite(r) = op
             && wr.len() > u64::from(r.segment_length)
         {
             return Err(DatError::new(ErrorType::LengthError, Subtype::NoSubtype));
         }
-        if out.actions.contains(Actions::FLUSH_THIS_POST) {
-            self.inner.deliver(wr.completion(DtoStatus::Flushed, 0));
+        if gate == PostGate::Flush {
+            inner.deliver(wr.completion(DtoStatus::Flushed, 0));
             return Ok(());
         }
-        self.inner.ia.transport.post(self.inner.id, wr)
+        inner.ia.transport.post(inner.id, wr)
     }
 }
