@@ -498,3 +498,18 @@ pub trait Transport: Send + Sync {
     /// Closes the IA: stops provider threads and releases every resource. Called once.
     fn close(&self);
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every post moves its request into the transport and out again: keep it small.
+    #[test]
+    fn a_work_request_fits_two_cache_lines() {
+        assert!(
+            std::mem::size_of::<WorkRequest>() <= 128,
+            "{}",
+            std::mem::size_of::<WorkRequest>()
+        );
+    }
+}
