@@ -291,22 +291,6 @@ impl EpInner {
         if c.status == DtoStatus::Success && c.flags.contains(CompletionFlags::SUPPRESS) {
             return;
         }
-        let evd = {
-            let core = lock(&self.core);
-            if c.op == DtoOp::Receive {
-                core.recv_evd.clone()
-            } else {
-                core.request_evd.clone()
-            }
-        };
-        let Some(evd) = evd else {
-            tracing::warn!(
-                ep = self.id.0,
-                ?c,
-                "completion for an EP without an EVD: dropped"
-            );
-            return;
-        };
         let signal = if c.flags.contains(CompletionFlags::UNSIGNALLED) {
             Signal::Unsignalled
         } else {
@@ -324,7 +308,22 @@ impl EpInner {
             operation: c.op,
             rmr_context: 0,
         });
-        evd.inner.push(ev, signal);
+        // Queued with the EP locked (the order of connection events too: EP, then EVD), so
+        // the EVD needs no reference of its own for the push.
+        let core = lock(&self.core);
+        let evd = if c.op == DtoOp::Receive {
+            &core.recv_evd
+        } else {
+            &core.request_evd
+        };
+        match evd {
+            Some(evd) => evd.inner.push(ev, signal),
+            None => tracing::warn!(
+                ep = self.id.0,
+                ?c,
+                "completion for an EP without an EVD: dropped"
+            ),
+        }
     }
 
     /// Applies a transport fact through the state machine.
