@@ -109,6 +109,7 @@ pub struct Region {
 impl Region {
     /// The buffer offset of `addr..addr+len`, or `None` if that range is not inside the
     /// region. Overflow-safe: a range whose end wraps around 2^64 is outside.
+    #[inline]
     pub fn resolve(&self, addr: u64, len: u64) -> Option<usize> {
         let rel = addr.checked_sub(self.start)?;
         let room = self.len.checked_sub(rel)?;
@@ -119,6 +120,7 @@ impl Region {
     }
 
     /// The segment for `addr..addr+len` named by key `lkey`, if the range is inside.
+    #[inline]
     fn segment(&self, addr: u64, len: u64, lkey: u32) -> Option<Segment> {
         let offset = self.resolve(addr, len)?;
         Some(Segment {
@@ -410,6 +412,7 @@ impl MemTable {
     /// * `DAT_INVALID_PARAMETER | DAT_INVALID_ARG3`: range not inside the LMR (including
     ///   wrap-around).
     /// * `DAT_PRIVILEGES_VIOLATION | DAT_PRIVILEGES_{READ,WRITE,..}`: privilege missing.
+    #[inline]
     pub fn local(&self, ep_pz: PzId, t: &LmrTriplet, need: MemPriv) -> DatResult<Segment> {
         if t.segment_length == 0 {
             return Ok(Segment {
