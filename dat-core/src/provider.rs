@@ -138,6 +138,7 @@ pub enum PostOp {
 
 impl PostOp {
     /// The DTO operation reported in the completion.
+    #[inline]
     pub fn dto_op(self) -> DtoOp {
         match self {
             PostOp::Send => DtoOp::Send,
@@ -148,6 +149,7 @@ impl PostOp {
     }
 
     /// The local privilege the segments need (`LOCAL_READ` for sources, `LOCAL_WRITE` for sinks).
+    #[inline]
     pub fn local_privilege(self) -> MemPriv {
         match self {
             PostOp::Send | PostOp::RdmaWrite(_) => MemPriv::LOCAL_READ,
@@ -172,16 +174,19 @@ pub struct WorkRequest {
 
 impl WorkRequest {
     /// Total local length in bytes.
+    #[inline]
     pub fn len(&self) -> u64 {
         crate::mem::total_len(&self.segs)
     }
 
     /// True for a zero-length request.
+    #[inline]
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }
 
     /// The completion of this request with `status` and `transferred` bytes.
+    #[inline]
     pub fn completion(&self, status: DtoStatus, transferred: u32) -> Completion {
         Completion {
             cookie: self.cookie,

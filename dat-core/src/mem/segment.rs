@@ -58,6 +58,7 @@ impl Segment {
     }
 
     /// Length as `u64` (saturating on hypothetical 128-bit targets).
+    #[inline]
     pub fn len_u64(&self) -> u64 {
         u64::try_from(self.len).unwrap_or(u64::MAX)
     }
@@ -132,6 +133,7 @@ impl Segment {
 
 /// The total length of `segs` in bytes (the length of the message a send carries, or the
 /// room a receive offers). Saturates instead of overflowing.
+#[inline]
 pub fn total_len(segs: &[Segment]) -> u64 {
     segs.iter()
         .fold(0u64, |acc, s| acc.saturating_add(s.len_u64()))
