@@ -2,7 +2,7 @@
 
 use std::fmt;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, Weak};
+use std::sync::{Arc, Weak};
 
 use dat_core::ep::attr::{EpLimits, default_attr, validate_attr};
 use dat_core::ep::state::{Actions, EpState, Input, Outcome, PostGate, post_gate, transition};
@@ -16,11 +16,11 @@ use dat_core::types::{
 };
 use dat_core::{DatError, DatResult};
 
+use crate::ep_cell::EpCell;
 use crate::evd::Evd;
 use crate::ia::{Ia, IaInner};
 use crate::mem::Pz;
 use crate::srq::Srq;
-use crate::sync::lock;
 
 /// `DAT_CONNECT_FLAGS`.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -102,7 +102,7 @@ pub(crate) struct EpCore {
 pub(crate) struct EpInner {
     pub(crate) id: EpId,
     pub(crate) ia: Arc<IaInner>,
-    pub(crate) core: Mutex<EpCore>,
+    pub(crate) core: EpCell,
     freed: AtomicBool,
 }
 
@@ -310,7 +310,7 @@ impl EpInner {
         });
         // Queued with the EP locked (the order of connection events too: EP, then EVD), so
         // the EVD needs no reference of its own for the push.
-        let core = lock(&self.core);
+        let core = self.core.lock();
         let evd = if c.op == DtoOp::Receive {
             &core.recv_evd
         } else {
@@ -344,7 +344,7 @@ impl EpInner {
             }
             _ => Box::default(),
         };
-        let mut core = lock(&self.core);
+        let mut core = self.core.lock();
         if self.freed.load(Ordering::Acquire) {
             // Decision 14: a freed EP reports nothing (a transport may still be closing it).
             tracing::debug!(
@@ -394,7 +394,7 @@ impl EpInner {
     /// connection event and then any asynchronous event are posted, and the outcome (with
     /// its actions for the caller to carry out) is returned.
     pub(crate) fn apply(&self, input: Input) -> DatResult<Outcome> {
-        let mut core = lock(&self.core);
+        let mut core = self.core.lock();
         self.apply_locked(&mut core, input)
     }
 
@@ -423,7 +423,7 @@ impl EpInner {
             return;
         }
         self.ia.transport.free_ep(self.id);
-        let core = lock(&self.core);
+        let core = self.core.lock();
         release_refs(&core);
         let id = self.id;
         // Completions of a freed EP may stay on shared EVDs (spec: may or may not remain);
@@ -458,12 +458,12 @@ impl Ep {
         let inner = Arc::new(EpInner {
             id,
             ia: ia.clone(),
-            core: Mutex::new(core),
+            core: EpCell::new(core),
             freed: AtomicBool::new(false),
         });
         ia.transport
             .create_ep(id, &cfg, Arc::new(EpLink(Arc::downgrade(&inner))))?;
-        take_refs(&lock(&inner.core));
+        take_refs(&inner.core.lock());
         ia.children().eps.insert(id.0, Arc::downgrade(&inner));
         Ok(Ep { inner })
     }
@@ -483,7 +483,7 @@ impl Ep {
     /// `DAT_INVALID_HANDLE|DAT_INVALID_HANDLE_EP` on a freed EP.
     pub fn state(&self) -> DatResult<EpState> {
         self.inner.check()?;
-        Ok(lock(&self.inner.core).state)
+        Ok(self.inner.core.lock().state)
     }
 
     /// Parameters (`dat_ep_query`).
@@ -492,7 +492,7 @@ impl Ep {
     /// `DAT_INVALID_HANDLE|DAT_INVALID_HANDLE_EP` on a freed EP.
     pub fn query(&self) -> DatResult<EpParam> {
         self.inner.check()?;
-        let core = lock(&self.inner.core);
+        let core = self.inner.core.lock();
         Ok(EpParam {
             state: core.state,
             local_address: self.inner.ia.ia_attr.ia_address,
@@ -535,7 +535,7 @@ impl Ep {
             ));
         }
         {
-            let mut core = lock(&self.inner.core);
+            let mut core = self.inner.core.lock();
             if core.state == EpState::Unconnected
                 && (core.pz.is_none() || core.connect_evd.is_none())
             {
@@ -551,7 +551,7 @@ impl Ep {
                 .transport
                 .connect(self.inner.id, remote, qual, private_data, timeout)
         {
-            let mut core = lock(&self.inner.core);
+            let mut core = self.inner.core.lock();
             let _ = self.inner.apply_locked(&mut core, Input::ConnectFailedSync);
             return Err(e);
         }
@@ -577,7 +577,7 @@ impl Ep {
             return Err(DatError::invalid_arg(3));
         }
         let (remote, qual) = {
-            let core = lock(&dup.inner.core);
+            let core = dup.inner.core.lock();
             transition(core.state, Input::DupSource).result?;
             match (core.remote, core.remote_qual.or(core.local_qual)) {
                 (Some(r), Some(q)) => (r, q),
@@ -612,7 +612,7 @@ impl Ep {
     /// `DAT_INVALID_STATE|<state>` unless `DISCONNECTED` or `UNCONNECTED`.
     pub fn reset(&self) -> DatResult<()> {
         self.inner.check()?;
-        let mut core = lock(&self.inner.core);
+        let mut core = self.inner.core.lock();
         let from = core.state;
         self.inner.apply_locked(&mut core, Input::Reset)?;
         if from != EpState::Unconnected {
@@ -669,7 +669,7 @@ impl Ep {
             EvdFlags::CONNECTION,
             Subtype::InvalidHandleEvdConn,
         )?;
-        let mut core = lock(&self.inner.core);
+        let mut core = self.inner.core.lock();
         let inputs = [
             (m.pz.is_some(), Input::ModifyPz),
             (
@@ -802,21 +802,12 @@ impl Ep {
         let inner = &*self.inner;
         inner.check()?;
         let recv = op == PostOp::Recv;
-        let (gate, pz, allowed, max_iov) = {
-            let core = lock(&inner.core);
-            let gate = post_gate(core.state, recv)?;
-            if recv && core.srq.is_some() {
-                return Err(DatError::invalid_state(Subtype::StateSrqInUse));
-            }
-            let a = &core.cfg.attr;
-            let (allowed, max_iov) = match op {
-                PostOp::Recv => (a.recv_completion_flags, a.max_recv_iov),
-                PostOp::Send => (a.request_completion_flags, a.max_request_iov),
-                PostOp::RdmaRead(_) => (a.request_completion_flags, a.max_rdma_read_iov),
-                PostOp::RdmaWrite(_) => (a.request_completion_flags, a.max_rdma_write_iov),
-            };
-            (gate, core.cfg.pz, allowed, max_iov)
-        };
+        let snap = inner.core.post_snapshot();
+        let gate = post_gate(snap.state, recv)?;
+        if recv && snap.srq {
+            return Err(DatError::invalid_state(Subtype::StateSrqInUse));
+        }
+        let (allowed, max_iov) = snap.limits(op);
         if flags.bits() & !CompletionFlags::all().bits() != 0
             || (flags.contains(CompletionFlags::UNSIGNALLED)
                 && !allowed.contains(CompletionFlags::UNSIGNALLED))
@@ -827,7 +818,7 @@ impl Ep {
         if iov.len() > max_iov as usize {
             return Err(DatError::invalid_arg(2));
         }
-        let Some(pz) = pz else {
+        let Some(pz) = snap.pz else {
             return Err(DatError::invalid_state(Subtype::StateEpNotReady));
         };
         // Built in place: the segments are resolved straight into the request, which then

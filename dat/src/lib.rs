@@ -19,6 +19,7 @@
 
 mod cm;
 mod ep;
+mod ep_cell;
 mod evd;
 mod ia;
 mod mem;
