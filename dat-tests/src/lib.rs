@@ -153,6 +153,7 @@ macro_rules! conformance_suite {
             objects::lmr_register_user_buffer,
             objects::rmr_create_bind_free,
             objects::ep_modify,
+            objects::ep_modify_moves_completions,
             objects::evd_create_codes,
             objects::evd_query_free,
             objects::evd_free_in_use_by_ep,

@@ -308,16 +308,14 @@ impl EpInner {
             operation: c.op,
             rmr_context: 0,
         });
-        // Queued with the EP locked (the order of connection events too: EP, then EVD), so
-        // the EVD needs no reference of its own for the push.
-        let core = self.core.lock();
+        let route = self.core.route();
         let evd = if c.op == DtoOp::Receive {
-            &core.recv_evd
+            &route.recv
         } else {
-            &core.request_evd
+            &route.request
         };
         match evd {
-            Some(evd) => evd.inner.push(ev, signal),
+            Some(evd) => evd.push(ev, signal),
             None => tracing::warn!(
                 ep = self.id.0,
                 ?c,
