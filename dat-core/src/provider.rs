@@ -396,7 +396,8 @@ pub trait Transport: Send + Sync {
     /// `DAT_INTERNAL_ERROR` if the transport cannot recycle it.
     fn reset_ep(&self, ep: EpId) -> DatResult<()>;
 
-    /// Destroys an endpoint (after an abrupt disconnect if it was connected).
+    /// Destroys an endpoint (after an abrupt disconnect if it was connected) and drops its
+    /// [`EpUpcalls`] object.
     fn free_ep(&self, ep: EpId);
 
     /// Starts an active connection; the outcome arrives as a [`CmFact`].
@@ -500,7 +501,10 @@ pub trait Transport: Send + Sync {
     /// transport (from an upcall, a software event, a free). Never blocks.
     fn unblock(&self) {}
 
-    /// Closes the IA: stops provider threads and releases every resource. Called once.
+    /// Closes the IA: stops provider threads and releases every resource, including every
+    /// upcall object it was given (the facade's endpoint links hold the endpoints' EVDs,
+    /// which hold the transport: a link kept after `close` would keep them all alive).
+    /// Called once.
     fn close(&self);
 }
 

@@ -7,16 +7,17 @@ use std::sync::{Arc, Weak};
 use dat_core::ep::attr::{EpLimits, default_attr, validate_attr};
 use dat_core::ep::state::{Actions, EpState, Input, Outcome, PostGate, post_gate, transition};
 use dat_core::error::{ErrorType, Subtype};
-use dat_core::evd::{DtoCompletion, Event, EventData, Signal};
+use dat_core::evd::{Event, EventData, Signal};
 use dat_core::mem::SegList;
 use dat_core::provider::{CmFact, Completion, EpConfig, EpUpcalls, PostOp, WorkRequest};
 use dat_core::types::{
-    CloseFlags, CompletionFlags, ConnQual, Cookie, CrId, DtoOp, DtoStatus, EpAttr, EpId, EvdFlags,
+    CloseFlags, CompletionFlags, ConnQual, Cookie, CrId, DtoStatus, EpAttr, EpId, EvdFlags,
     IaAddress, LmrTriplet, Qos, RmrTriplet, Timeout,
 };
 use dat_core::{DatError, DatResult};
 
 use crate::ep_cell::EpCell;
+use crate::ep_route::Routes;
 use crate::evd::Evd;
 use crate::ia::{Ia, IaInner};
 use crate::mem::Pz;
@@ -268,18 +269,20 @@ impl Ia {
     }
 }
 
-/// The endpoint's upcalls: a weak link, so a provider never keeps a freed EP alive.
-struct EpLink(Weak<EpInner>);
+/// The endpoint's upcalls: completions go straight to the EVDs through the shared routes;
+/// connection facts through a weak link, so a provider never keeps a freed EP alive.
+struct EpLink {
+    ep: Weak<EpInner>,
+    routes: Arc<Routes>,
+}
 
 impl EpUpcalls for EpLink {
     fn completion(&self, c: Completion) {
-        if let Some(ep) = self.0.upgrade() {
-            ep.deliver(c);
-        }
+        self.routes.deliver(c);
     }
 
     fn cm(&self, fact: CmFact) {
-        if let Some(ep) = self.0.upgrade() {
+        if let Some(ep) = self.ep.upgrade() {
             ep.on_fact(fact);
         }
     }
@@ -288,40 +291,7 @@ impl EpUpcalls for EpLink {
 impl EpInner {
     /// Queues a DTO completion on the right EVD, applying SUPPRESS and UNSIGNALLED.
     fn deliver(&self, c: Completion) {
-        if c.status == DtoStatus::Success && c.flags.contains(CompletionFlags::SUPPRESS) {
-            return;
-        }
-        let signal = if c.flags.contains(CompletionFlags::UNSIGNALLED) {
-            Signal::Unsignalled
-        } else {
-            Signal::Normal
-        };
-        let ev = Event::dto(DtoCompletion {
-            ep: self.id,
-            cookie: c.cookie,
-            status: c.status,
-            transferred_length: if c.status == DtoStatus::Success {
-                c.transferred_length
-            } else {
-                0
-            },
-            operation: c.op,
-            rmr_context: 0,
-        });
-        let route = self.core.route();
-        let evd = if c.op == DtoOp::Receive {
-            &route.recv
-        } else {
-            &route.request
-        };
-        match evd {
-            Some(evd) => evd.push(ev, signal),
-            None => tracing::warn!(
-                ep = self.id.0,
-                ?c,
-                "completion for an EP without an EVD: dropped"
-            ),
-        }
+        self.core.routes().deliver(c);
     }
 
     /// Applies a transport fact through the state machine.
@@ -456,11 +426,17 @@ impl Ep {
         let inner = Arc::new(EpInner {
             id,
             ia: ia.clone(),
-            core: EpCell::new(core),
+            core: EpCell::new(id, core),
             freed: AtomicBool::new(false),
         });
-        ia.transport
-            .create_ep(id, &cfg, Arc::new(EpLink(Arc::downgrade(&inner))))?;
+        ia.transport.create_ep(
+            id,
+            &cfg,
+            Arc::new(EpLink {
+                ep: Arc::downgrade(&inner),
+                routes: inner.core.routes().clone(),
+            }),
+        )?;
         take_refs(&inner.core.lock());
         ia.children().eps.insert(id.0, Arc::downgrade(&inner));
         Ok(Ep { inner })

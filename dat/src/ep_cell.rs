@@ -10,21 +10,18 @@
 //! a change was in progress. A post thus sees a consistent snapshot from before or after a
 //! concurrent change, as it would have under the mutex.
 //!
-//! The same guard keeps the completion [`Route`] (the receive and request EVDs) in step, so a
-//! completion upcall finds its EVD without the mutex either: the route is immutable once
-//! published and replaced as a whole when `dat_ep_modify` changes an EVD; the replaced ones
-//! stay allocated until the endpoint goes (a modify of the EVDs is a rare consumer call).
+//! The same guard keeps the completion [`Routes`] in step with the core's EVDs.
 
 use std::ops::{Deref, DerefMut};
-use std::sync::atomic::{AtomicPtr, AtomicU32, AtomicU64, Ordering, fence};
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering, fence};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use dat_core::ep::state::EpState;
 use dat_core::provider::PostOp;
-use dat_core::types::{CompletionFlags, PzId};
+use dat_core::types::{CompletionFlags, EpId, PzId};
 
 use crate::ep::EpCore;
-use crate::evd::EvdInner;
+use crate::ep_route::Routes;
 use crate::sync::lock;
 
 /// What a post needs of its endpoint.
@@ -149,86 +146,29 @@ impl PostView {
     }
 }
 
-/// Where an endpoint's DTO completions go.
-pub(crate) struct Route {
-    /// The receive EVD.
-    pub(crate) recv: Option<Arc<EvdInner>>,
-    /// The request EVD.
-    pub(crate) request: Option<Arc<EvdInner>>,
-}
-
-impl Route {
-    fn of(core: &EpCore) -> Route {
-        Route {
-            recv: core.recv_evd.as_ref().map(|e| e.inner.clone()),
-            request: core.request_evd.as_ref().map(|e| e.inner.clone()),
-        }
-    }
-
-    fn same(a: Option<&Arc<EvdInner>>, b: Option<&Arc<EvdInner>>) -> bool {
-        match (a, b) {
-            (Some(a), Some(b)) => Arc::ptr_eq(a, b),
-            (a, b) => a.is_none() && b.is_none(),
-        }
-    }
-
-    fn matches(&self, core: &EpCore) -> bool {
-        Route::same(self.recv.as_ref(), core.recv_evd.as_ref().map(|e| &e.inner))
-            && Route::same(
-                self.request.as_ref(),
-                core.request_evd.as_ref().map(|e| &e.inner),
-            )
-    }
-}
-
-/// An endpoint's core behind its mutex, with the post view and the completion route kept in
+/// An endpoint's core behind its mutex, with the post view and the completion routes kept in
 /// step.
 pub(crate) struct EpCell {
     core: Mutex<EpCore>,
     view: PostView,
-    /// The current route: never null, always one of the boxes in `routes`.
-    route: AtomicPtr<Route>,
-    /// Every route published, the current one last. Routes are only ever added, so each
-    /// stays valid for as long as the cell lives.
-    routes: Mutex<Vec<Arc<Route>>>,
+    routes: Arc<Routes>,
 }
 
 impl EpCell {
-    pub(crate) fn new(core: EpCore) -> EpCell {
+    pub(crate) fn new(id: EpId, core: EpCore) -> EpCell {
         let view = PostView::default();
         view.publish(&PostSnapshot::of(&core));
-        let first = Arc::new(Route::of(&core));
-        let route = AtomicPtr::new(Arc::as_ptr(&first).cast_mut());
+        let routes = Arc::new(Routes::new(id, &core));
         EpCell {
             core: Mutex::new(core),
             view,
-            route,
-            routes: Mutex::new(vec![first]),
+            routes,
         }
     }
 
-    /// The EVDs completions go to, without the mutex.
-    #[inline]
-    pub(crate) fn route(&self) -> &Route {
-        let p = self.route.load(Ordering::Acquire);
-        // SAFETY: `p` is `Arc::as_ptr` of a route held by `self.routes` (stored in `new`,
-        // and in `publish_route` with Release ordering after the route was fully built, so
-        // the Acquire load sees it complete); routes are never removed from `self.routes`
-        // nor changed while `self` lives (only read: no `&mut` to them ever exists), and the
-        // returned borrow cannot outlive `self`.
-        unsafe { &*p }
-    }
-
-    /// Publishes a new route if the core's EVDs differ from the current one; the caller
-    /// holds the core mutex (writers are serialised by it).
-    fn publish_route(&self, core: &EpCore) {
-        if self.route().matches(core) {
-            return;
-        }
-        let next = Arc::new(Route::of(core));
-        let p = Arc::as_ptr(&next).cast_mut();
-        lock(&self.routes).push(next);
-        self.route.store(p, Ordering::Release);
+    /// Where the endpoint's completions go (shared with its upcall link).
+    pub(crate) fn routes(&self) -> &Arc<Routes> {
+        &self.routes
     }
 
     /// Locks the core; a mutable use of the guard republishes the post view on release.
@@ -276,7 +216,7 @@ impl Drop for CoreGuard<'_> {
     fn drop(&mut self) {
         if self.dirty {
             self.cell.view.publish(&PostSnapshot::of(&self.g));
-            self.cell.publish_route(&self.g);
+            self.cell.routes.publish(&self.g);
         }
     }
 }
