@@ -765,6 +765,8 @@ impl Ep {
         self.post(PostOp::RdmaRead(remote), iov, cookie, flags, 6)
     }
 
+    // Inlined into each public post so that the operation is a constant there.
+    #[inline(always)]
     fn post(
         &self,
         op: PostOp,
