@@ -75,6 +75,7 @@ macro_rules! conformance_suite {
     ($suite:ident, $target:expr) => {
         $crate::__conformance_cases!(@suite $suite, $target;
             cm::accept_private_data_both_ways,
+            cm::post_at_once_after_established,
             cm::reject_private_data_then_reconnect,
             cm::reject_empty_private_data,
             cm::private_data_limits,

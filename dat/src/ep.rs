@@ -16,7 +16,7 @@ use dat_core::types::{
 };
 use dat_core::{DatError, DatResult};
 
-use crate::ep_cell::EpCell;
+use crate::ep_cell::{CoreGuard, EpCell};
 use crate::ep_route::Routes;
 use crate::evd::Evd;
 use crate::ia::{Ia, IaInner};
@@ -329,6 +329,7 @@ impl EpInner {
         }
         tracing::debug!(ep = self.id.0, from = ?core.state, to = ?out.next, ?input, "EP transition");
         core.state = out.next;
+        core.publish();
         self.post_conn_event(&core, &out, pdata);
         self.post_async_event(&core, &out);
     }
@@ -366,13 +367,18 @@ impl EpInner {
         self.apply_locked(&mut core, input)
     }
 
-    pub(crate) fn apply_locked(&self, core: &mut EpCore, input: Input) -> DatResult<Outcome> {
+    pub(crate) fn apply_locked(
+        &self,
+        core: &mut CoreGuard<'_>,
+        input: Input,
+    ) -> DatResult<Outcome> {
         let out = transition(core.state, input);
         out.result?;
         if core.state != out.next {
             tracing::debug!(ep = self.id.0, from = ?core.state, to = ?out.next, ?input, "EP transition");
         }
         core.state = out.next;
+        core.publish();
         self.post_conn_event(core, &out, Box::default());
         self.post_async_event(core, &out);
         Ok(out)

@@ -212,12 +212,23 @@ impl DerefMut for CoreGuard<'_> {
     }
 }
 
-impl Drop for CoreGuard<'_> {
-    fn drop(&mut self) {
+impl CoreGuard<'_> {
+    /// Publishes the changes made so far at once, without waiting for the guard's release:
+    /// called before anything that lets another thread learn of them (a connection event on
+    /// an EVD), so that a post made on seeing it sees the new state, as it would have by
+    /// waiting for the mutex.
+    pub(crate) fn publish(&mut self) {
         if self.dirty {
             self.cell.view.publish(&PostSnapshot::of(&self.g));
             self.cell.routes.publish(&self.g);
+            self.dirty = false;
         }
+    }
+}
+
+impl Drop for CoreGuard<'_> {
+    fn drop(&mut self) {
+        self.publish();
     }
 }
 
