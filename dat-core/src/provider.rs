@@ -138,6 +138,7 @@ pub enum PostOp {
 
 impl PostOp {
     /// The DTO operation reported in the completion.
+    #[inline]
     pub fn dto_op(self) -> DtoOp {
         match self {
             PostOp::Send => DtoOp::Send,
@@ -148,6 +149,7 @@ impl PostOp {
     }
 
     /// The local privilege the segments need (`LOCAL_READ` for sources, `LOCAL_WRITE` for sinks).
+    #[inline]
     pub fn local_privilege(self) -> MemPriv {
         match self {
             PostOp::Send | PostOp::RdmaWrite(_) => MemPriv::LOCAL_READ,
@@ -172,16 +174,19 @@ pub struct WorkRequest {
 
 impl WorkRequest {
     /// Total local length in bytes.
+    #[inline]
     pub fn len(&self) -> u64 {
         crate::mem::total_len(&self.segs)
     }
 
     /// True for a zero-length request.
+    #[inline]
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }
 
     /// The completion of this request with `status` and `transferred` bytes.
+    #[inline]
     pub fn completion(&self, status: DtoStatus, transferred: u32) -> Completion {
         Completion {
             cookie: self.cookie,
@@ -394,7 +399,8 @@ pub trait Transport: Send + Sync {
     /// `DAT_INTERNAL_ERROR` if the transport cannot recycle it.
     fn reset_ep(&self, ep: EpId) -> DatResult<()>;
 
-    /// Destroys an endpoint (after an abrupt disconnect if it was connected).
+    /// Destroys an endpoint (after an abrupt disconnect if it was connected) and drops its
+    /// [`EpUpcalls`] object.
     fn free_ep(&self, ep: EpId);
 
     /// Starts an active connection; the outcome arrives as a [`CmFact`].
@@ -498,6 +504,24 @@ pub trait Transport: Send + Sync {
     /// transport (from an upcall, a software event, a free). Never blocks.
     fn unblock(&self) {}
 
-    /// Closes the IA: stops provider threads and releases every resource. Called once.
+    /// Closes the IA: stops provider threads and releases every resource, including every
+    /// upcall object it was given (the facade's endpoint links hold the endpoints' EVDs,
+    /// which hold the transport: a link kept after `close` would keep them all alive).
+    /// Called once.
     fn close(&self);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every post moves its request into the transport and out again: keep it small.
+    #[test]
+    fn a_work_request_fits_two_cache_lines() {
+        assert!(
+            std::mem::size_of::<WorkRequest>() <= 128,
+            "{}",
+            std::mem::size_of::<WorkRequest>()
+        );
+    }
 }

@@ -312,6 +312,7 @@ pub enum EventNumber {
 
 impl EventNumber {
     /// The EVD stream flag an event of this number needs.
+    #[inline]
     pub fn stream(self) -> EvdFlags {
         use EventNumber::*;
         match self {

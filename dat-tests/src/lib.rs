@@ -75,6 +75,7 @@ macro_rules! conformance_suite {
     ($suite:ident, $target:expr) => {
         $crate::__conformance_cases!(@suite $suite, $target;
             cm::accept_private_data_both_ways,
+            cm::post_at_once_after_established,
             cm::reject_private_data_then_reconnect,
             cm::reject_empty_private_data,
             cm::private_data_limits,
@@ -153,6 +154,7 @@ macro_rules! conformance_suite {
             objects::lmr_register_user_buffer,
             objects::rmr_create_bind_free,
             objects::ep_modify,
+            objects::ep_modify_moves_completions,
             objects::evd_create_codes,
             objects::evd_query_free,
             objects::evd_free_in_use_by_ep,

@@ -15,7 +15,6 @@ use dat_core::{DatError, DatResult};
 use crate::ep::{Ep, EpInner, EpParams};
 use crate::evd::Evd;
 use crate::ia::{Ia, IaInner};
-use crate::sync::lock;
 
 pub(crate) enum SpKind {
     Psp(PspFlags),
@@ -120,7 +119,7 @@ impl SpInner {
             }
         };
         if let Some(ep) = &ep {
-            let mut core = lock(&ep.inner.core);
+            let mut core = ep.inner.core.lock();
             core.remote = Some(req.remote);
             core.local_qual = Some(self.qual());
             core.cr = Some(req.cr);
@@ -283,7 +282,7 @@ impl Sp {
         ia.transport.unlisten(self.inner.id);
         if let SpKind::Rsp(w) = &self.inner.kind
             && let Some(ep) = w.upgrade()
-            && lock(&ep.core).state == EpState::Reserved
+            && ep.core.lock().state == EpState::Reserved
         {
             let _ = ep.apply(Input::RspFree);
         }
@@ -396,14 +395,14 @@ impl Cr {
             _ => return Err(DatError::invalid_handle(Subtype::InvalidHandleEp)),
         };
         // How to undo the accept if the transport refuses it: back to where the EP came from.
-        let undo = match lock(&ep.inner.core).state {
+        let undo = match ep.inner.core.lock().state {
             EpState::PassiveConnectionPending => Input::RspAcceptFailedSync,
             EpState::TentativeConnectionPending => Input::ProviderAcceptFailedSync,
             _ => Input::ConnectFailedSync,
         };
         ep.inner.check()?;
         {
-            let mut core = lock(&ep.inner.core);
+            let mut core = ep.inner.core.lock();
             if core.pz.is_none() || core.connect_evd.is_none() {
                 return Err(DatError::invalid_handle(Subtype::InvalidHandleEp));
             }

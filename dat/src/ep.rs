@@ -2,24 +2,26 @@
 
 use std::fmt;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, Weak};
+use std::sync::{Arc, Weak};
 
 use dat_core::ep::attr::{EpLimits, default_attr, validate_attr};
-use dat_core::ep::state::{Actions, EpState, Input, Outcome, transition};
+use dat_core::ep::state::{Actions, EpState, Input, Outcome, PostGate, post_gate, transition};
 use dat_core::error::{ErrorType, Subtype};
-use dat_core::evd::{DtoCompletion, Event, EventData, Signal};
+use dat_core::evd::{Event, EventData, Signal};
+use dat_core::mem::SegList;
 use dat_core::provider::{CmFact, Completion, EpConfig, EpUpcalls, PostOp, WorkRequest};
 use dat_core::types::{
-    CloseFlags, CompletionFlags, ConnQual, Cookie, CrId, DtoOp, DtoStatus, EpAttr, EpId, EvdFlags,
+    CloseFlags, CompletionFlags, ConnQual, Cookie, CrId, DtoStatus, EpAttr, EpId, EvdFlags,
     IaAddress, LmrTriplet, Qos, RmrTriplet, Timeout,
 };
 use dat_core::{DatError, DatResult};
 
+use crate::ep_cell::{CoreGuard, EpCell};
+use crate::ep_route::Routes;
 use crate::evd::Evd;
 use crate::ia::{Ia, IaInner};
 use crate::mem::Pz;
 use crate::srq::Srq;
-use crate::sync::lock;
 
 /// `DAT_CONNECT_FLAGS`.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -101,7 +103,7 @@ pub(crate) struct EpCore {
 pub(crate) struct EpInner {
     pub(crate) id: EpId,
     pub(crate) ia: Arc<IaInner>,
-    pub(crate) core: Mutex<EpCore>,
+    pub(crate) core: EpCell,
     freed: AtomicBool,
 }
 
@@ -267,18 +269,20 @@ impl Ia {
     }
 }
 
-/// The endpoint's upcalls: a weak link, so a provider never keeps a freed EP alive.
-struct EpLink(Weak<EpInner>);
+/// The endpoint's upcalls: completions go straight to the EVDs through the shared routes;
+/// connection facts through a weak link, so a provider never keeps a freed EP alive.
+struct EpLink {
+    ep: Weak<EpInner>,
+    routes: Arc<Routes>,
+}
 
 impl EpUpcalls for EpLink {
     fn completion(&self, c: Completion) {
-        if let Some(ep) = self.0.upgrade() {
-            ep.deliver(c);
-        }
+        self.routes.deliver(c);
     }
 
     fn cm(&self, fact: CmFact) {
-        if let Some(ep) = self.0.upgrade() {
+        if let Some(ep) = self.ep.upgrade() {
             ep.on_fact(fact);
         }
     }
@@ -287,43 +291,7 @@ impl EpUpcalls for EpLink {
 impl EpInner {
     /// Queues a DTO completion on the right EVD, applying SUPPRESS and UNSIGNALLED.
     fn deliver(&self, c: Completion) {
-        if c.status == DtoStatus::Success && c.flags.contains(CompletionFlags::SUPPRESS) {
-            return;
-        }
-        let evd = {
-            let core = lock(&self.core);
-            if c.op == DtoOp::Receive {
-                core.recv_evd.clone()
-            } else {
-                core.request_evd.clone()
-            }
-        };
-        let Some(evd) = evd else {
-            tracing::warn!(
-                ep = self.id.0,
-                ?c,
-                "completion for an EP without an EVD: dropped"
-            );
-            return;
-        };
-        let signal = if c.flags.contains(CompletionFlags::UNSIGNALLED) {
-            Signal::Unsignalled
-        } else {
-            Signal::Normal
-        };
-        let ev = Event::dto(DtoCompletion {
-            ep: self.id,
-            cookie: c.cookie,
-            status: c.status,
-            transferred_length: if c.status == DtoStatus::Success {
-                c.transferred_length
-            } else {
-                0
-            },
-            operation: c.op,
-            rmr_context: 0,
-        });
-        evd.inner.push(ev, signal);
+        self.core.routes().deliver(c);
     }
 
     /// Applies a transport fact through the state machine.
@@ -344,7 +312,7 @@ impl EpInner {
             }
             _ => Box::default(),
         };
-        let mut core = lock(&self.core);
+        let mut core = self.core.lock();
         if self.freed.load(Ordering::Acquire) {
             // Decision 14: a freed EP reports nothing (a transport may still be closing it).
             tracing::debug!(
@@ -361,6 +329,7 @@ impl EpInner {
         }
         tracing::debug!(ep = self.id.0, from = ?core.state, to = ?out.next, ?input, "EP transition");
         core.state = out.next;
+        core.publish();
         self.post_conn_event(&core, &out, pdata);
         self.post_async_event(&core, &out);
     }
@@ -394,17 +363,22 @@ impl EpInner {
     /// connection event and then any asynchronous event are posted, and the outcome (with
     /// its actions for the caller to carry out) is returned.
     pub(crate) fn apply(&self, input: Input) -> DatResult<Outcome> {
-        let mut core = lock(&self.core);
+        let mut core = self.core.lock();
         self.apply_locked(&mut core, input)
     }
 
-    pub(crate) fn apply_locked(&self, core: &mut EpCore, input: Input) -> DatResult<Outcome> {
+    pub(crate) fn apply_locked(
+        &self,
+        core: &mut CoreGuard<'_>,
+        input: Input,
+    ) -> DatResult<Outcome> {
         let out = transition(core.state, input);
         out.result?;
         if core.state != out.next {
             tracing::debug!(ep = self.id.0, from = ?core.state, to = ?out.next, ?input, "EP transition");
         }
         core.state = out.next;
+        core.publish();
         self.post_conn_event(core, &out, Box::default());
         self.post_async_event(core, &out);
         Ok(out)
@@ -423,7 +397,7 @@ impl EpInner {
             return;
         }
         self.ia.transport.free_ep(self.id);
-        let core = lock(&self.core);
+        let core = self.core.lock();
         release_refs(&core);
         let id = self.id;
         // Completions of a freed EP may stay on shared EVDs (spec: may or may not remain);
@@ -458,12 +432,18 @@ impl Ep {
         let inner = Arc::new(EpInner {
             id,
             ia: ia.clone(),
-            core: Mutex::new(core),
+            core: EpCell::new(id, core),
             freed: AtomicBool::new(false),
         });
-        ia.transport
-            .create_ep(id, &cfg, Arc::new(EpLink(Arc::downgrade(&inner))))?;
-        take_refs(&lock(&inner.core));
+        ia.transport.create_ep(
+            id,
+            &cfg,
+            Arc::new(EpLink {
+                ep: Arc::downgrade(&inner),
+                routes: inner.core.routes().clone(),
+            }),
+        )?;
+        take_refs(&inner.core.lock());
         ia.children().eps.insert(id.0, Arc::downgrade(&inner));
         Ok(Ep { inner })
     }
@@ -483,7 +463,7 @@ impl Ep {
     /// `DAT_INVALID_HANDLE|DAT_INVALID_HANDLE_EP` on a freed EP.
     pub fn state(&self) -> DatResult<EpState> {
         self.inner.check()?;
-        Ok(lock(&self.inner.core).state)
+        Ok(self.inner.core.lock().state)
     }
 
     /// Parameters (`dat_ep_query`).
@@ -492,7 +472,7 @@ impl Ep {
     /// `DAT_INVALID_HANDLE|DAT_INVALID_HANDLE_EP` on a freed EP.
     pub fn query(&self) -> DatResult<EpParam> {
         self.inner.check()?;
-        let core = lock(&self.inner.core);
+        let core = self.inner.core.lock();
         Ok(EpParam {
             state: core.state,
             local_address: self.inner.ia.ia_attr.ia_address,
@@ -535,7 +515,7 @@ impl Ep {
             ));
         }
         {
-            let mut core = lock(&self.inner.core);
+            let mut core = self.inner.core.lock();
             if core.state == EpState::Unconnected
                 && (core.pz.is_none() || core.connect_evd.is_none())
             {
@@ -551,7 +531,7 @@ impl Ep {
                 .transport
                 .connect(self.inner.id, remote, qual, private_data, timeout)
         {
-            let mut core = lock(&self.inner.core);
+            let mut core = self.inner.core.lock();
             let _ = self.inner.apply_locked(&mut core, Input::ConnectFailedSync);
             return Err(e);
         }
@@ -577,7 +557,7 @@ impl Ep {
             return Err(DatError::invalid_arg(3));
         }
         let (remote, qual) = {
-            let core = lock(&dup.inner.core);
+            let core = dup.inner.core.lock();
             transition(core.state, Input::DupSource).result?;
             match (core.remote, core.remote_qual.or(core.local_qual)) {
                 (Some(r), Some(q)) => (r, q),
@@ -612,7 +592,7 @@ impl Ep {
     /// `DAT_INVALID_STATE|<state>` unless `DISCONNECTED` or `UNCONNECTED`.
     pub fn reset(&self) -> DatResult<()> {
         self.inner.check()?;
-        let mut core = lock(&self.inner.core);
+        let mut core = self.inner.core.lock();
         let from = core.state;
         self.inner.apply_locked(&mut core, Input::Reset)?;
         if from != EpState::Unconnected {
@@ -669,7 +649,7 @@ impl Ep {
             EvdFlags::CONNECTION,
             Subtype::InvalidHandleEvdConn,
         )?;
-        let mut core = lock(&self.inner.core);
+        let mut core = self.inner.core.lock();
         let inputs = [
             (m.pz.is_some(), Input::ModifyPz),
             (
@@ -791,6 +771,8 @@ impl Ep {
         self.post(PostOp::RdmaRead(remote), iov, cookie, flags, 6)
     }
 
+    // Inlined into each public post so that the operation is a constant there.
+    #[inline(always)]
     fn post(
         &self,
         op: PostOp,
@@ -799,62 +781,52 @@ impl Ep {
         flags: CompletionFlags,
         flags_arg: u16,
     ) -> DatResult<()> {
-        self.inner.check()?;
-        let (out, pz, allowed, max_iov) = {
-            let core = lock(&self.inner.core);
-            let input = if op == PostOp::Recv {
-                Input::PostRecv
-            } else {
-                Input::PostRequest
-            };
-            let out = transition(core.state, input);
-            out.result?;
-            if op == PostOp::Recv && core.srq.is_some() {
-                return Err(DatError::invalid_state(Subtype::StateSrqInUse));
-            }
-            let a = &core.cfg.attr;
-            let (allowed, max_iov) = match op {
-                PostOp::Recv => (a.recv_completion_flags, a.max_recv_iov),
-                PostOp::Send => (a.request_completion_flags, a.max_request_iov),
-                PostOp::RdmaRead(_) => (a.request_completion_flags, a.max_rdma_read_iov),
-                PostOp::RdmaWrite(_) => (a.request_completion_flags, a.max_rdma_write_iov),
-            };
-            (out, core.cfg.pz, allowed, max_iov)
-        };
+        let inner = &*self.inner;
+        inner.check()?;
+        let recv = op == PostOp::Recv;
+        let snap = inner.core.post_snapshot();
+        let gate = post_gate(snap.state, recv)?;
+        if recv && snap.srq {
+            return Err(DatError::invalid_state(Subtype::StateSrqInUse));
+        }
+        let (allowed, max_iov) = snap.limits(op);
         if flags.bits() & !CompletionFlags::all().bits() != 0
             || (flags.contains(CompletionFlags::UNSIGNALLED)
                 && !allowed.contains(CompletionFlags::UNSIGNALLED))
-            || (op == PostOp::Recv && flags.contains(CompletionFlags::SUPPRESS))
+            || (recv && flags.contains(CompletionFlags::SUPPRESS))
         {
             return Err(DatError::invalid_arg(flags_arg));
         }
         if iov.len() > max_iov as usize {
             return Err(DatError::invalid_arg(2));
         }
-        let Some(pz) = pz else {
+        let Some(pz) = snap.pz else {
             return Err(DatError::invalid_state(Subtype::StateEpNotReady));
         };
-        let segs = crate::sync::read(&self.inner.ia.mem).local_iov(
+        // Built in place: the segments are resolved straight into the request, which then
+        // moves once, into the transport.
+        let mut wr = WorkRequest {
+            op,
+            segs: SegList::new(),
+            cookie,
+            flags,
+        };
+        crate::sync::read(&inner.ia.mem).local_iov_into(
             pz,
             iov,
             op.local_privilege(),
             max_iov,
+            &mut wr.segs,
         )?;
-        let wr = WorkRequest {
-            op,
-            segs,
-            cookie,
-            flags,
-        };
         if let PostOp::RdmaRead(r) | PostOp::RdmaWrite(r) = op
             && wr.len() > u64::from(r.segment_length)
         {
             return Err(DatError::new(ErrorType::LengthError, Subtype::NoSubtype));
         }
-        if out.actions.contains(Actions::FLUSH_THIS_POST) {
-            self.inner.deliver(wr.completion(DtoStatus::Flushed, 0));
+        if gate == PostGate::Flush {
+            inner.deliver(wr.completion(DtoStatus::Flushed, 0));
             return Ok(());
         }
-        self.inner.ia.transport.post(self.inner.id, wr)
+        inner.ia.transport.post(inner.id, wr)
     }
 }

@@ -38,6 +38,11 @@ pub(crate) struct EvdInner {
     transport: Arc<dyn Transport>,
     state: Mutex<EvdState>,
     cond: Condvar,
+    /// False only while a dequeue would find nothing (queue empty, no waiter, not dead), so
+    /// that a poll of an empty EVD goes straight to the transport without taking the state
+    /// lock. Written under the state lock: set by whatever may queue an event or register a
+    /// waiter, cleared by a dequeue that leaves the queue empty.
+    maybe_ready: AtomicBool,
     /// DAT references: EPs, service points and the IA that use this EVD.
     pub(crate) refs: AtomicU32,
     freed: AtomicBool,
@@ -66,6 +71,7 @@ impl EvdInner {
     /// `DAT_ASYNC_ERROR_EVD_OVERFLOW` on the IA's async EVD.
     pub(crate) fn push(&self, ev: Event, signal: Signal) {
         let mut st = lock(&self.state);
+        self.maybe_ready.store(true, Ordering::Release);
         match st.q.push(ev, signal) {
             Push::Queued { wake, trigger_cno } => {
                 if wake {
@@ -99,6 +105,17 @@ impl EvdInner {
                 );
             }
         }
+    }
+
+    /// A locked `dat_evd_dequeue` that records, for the next poll, whether it left the EVD
+    /// with nothing to dequeue.
+    fn dequeue_locked(&self) -> DatResult<Event> {
+        let mut st = lock(&self.state);
+        let r = st.q.dequeue();
+        if st.q.is_empty() && !st.q.has_waiter() && !st.q.is_dead() {
+            self.maybe_ready.store(false, Ordering::Release);
+        }
+        r
     }
 
     pub(crate) fn push_async(&self, ev: Event) {
@@ -152,6 +169,7 @@ impl Evd {
                     cno: None,
                 }),
                 cond: Condvar::new(),
+                maybe_ready: AtomicBool::new(true),
                 refs: AtomicU32::new(0),
                 freed: AtomicBool::new(false),
                 is_async,
@@ -212,6 +230,7 @@ impl Evd {
         // Whether `progress` ran since the last sleep.
         let mut progressed = false;
         let mut st = lock(&self.inner.state);
+        self.inner.maybe_ready.store(true, Ordering::Release);
         st.q.begin_wait(threshold, true)?;
         loop {
             if let Some(done) = st.q.try_complete_wait(threshold) {
@@ -285,12 +304,16 @@ impl Evd {
     /// `DAT_INVALID_STATE` while a waiter is blocked.
     pub fn dequeue(&self) -> DatResult<Event> {
         self.check()?;
-        match lock(&self.inner.state).q.dequeue() {
-            Err(e) if e == DatError::QUEUE_EMPTY => {}
-            other => return other,
+        // An EVD known to be empty (the usual case of a busy poll) is not locked until the
+        // transport has made progress: a completion found there is then taken with one lock.
+        if self.inner.maybe_ready.load(Ordering::Acquire) {
+            match self.inner.dequeue_locked() {
+                Err(e) if e == DatError::QUEUE_EMPTY => {}
+                other => return other,
+            }
         }
         if self.inner.transport.progress() {
-            lock(&self.inner.state).q.dequeue()
+            self.inner.dequeue_locked()
         } else {
             crate::pace::idle_poll();
             Err(DatError::QUEUE_EMPTY)
@@ -310,6 +333,7 @@ impl Evd {
         };
         let cno = {
             let mut st = lock(&self.inner.state);
+            self.inner.maybe_ready.store(true, Ordering::Release);
             match st.q.post_se(&ev)? {
                 Push::Queued { wake, trigger_cno } => {
                     if wake {

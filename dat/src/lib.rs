@@ -19,6 +19,8 @@
 
 mod cm;
 mod ep;
+mod ep_cell;
+mod ep_route;
 mod evd;
 mod ia;
 mod mem;

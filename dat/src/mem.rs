@@ -441,7 +441,7 @@ impl Rmr {
         lmr.check()?;
         ep.inner.check()?;
         let (out, ep_pz, evd) = {
-            let core = crate::sync::lock(&ep.inner.core);
+            let core = ep.inner.core.lock();
             let out = transition(core.state, Input::RmrBind);
             out.result?;
             (out, core.cfg.pz, core.request_evd.clone())

@@ -788,5 +788,8 @@ fn decide(state: EpState, input: Input) -> Outcome {
     }
 }
 
+mod post;
+pub use post::{PostGate, post_gate};
+
 #[cfg(test)]
 mod tests;

@@ -129,6 +129,7 @@ pub struct Event {
 
 impl Event {
     /// A `DAT_DTO_COMPLETION_EVENT`.
+    #[inline]
     pub fn dto(c: DtoCompletion) -> Event {
         Event {
             number: EventNumber::DtoCompletion,
@@ -196,12 +197,14 @@ impl Event {
     }
 
     /// The event stream (EVD flag) this event belongs to, from its number.
+    #[inline]
     pub fn stream(&self) -> EvdFlags {
         self.number.stream()
     }
 
     /// True if the data variant is the one the event number's stream carries. Malformed events
     /// are never queued.
+    #[inline]
     pub fn is_well_formed(&self) -> bool {
         let s = self.stream();
         match self.data {
@@ -230,6 +233,7 @@ impl Event {
 
     /// True for a DTO or RMR bind completion whose status is not success. Such completions
     /// always notify a waiter, whatever the completion flags said (see [`super::Signal`]).
+    #[inline]
     pub fn is_failed_completion(&self) -> bool {
         match self.data {
             EventData::Dto(c) => c.status != DtoStatus::Success,
@@ -239,6 +243,7 @@ impl Event {
     }
 
     /// True for DTO and RMR bind completions (the events completion flags apply to).
+    #[inline]
     pub fn is_completion(&self) -> bool {
         matches!(self.data, EventData::Dto(_) | EventData::RmrBind { .. })
     }

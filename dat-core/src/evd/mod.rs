@@ -270,6 +270,7 @@ impl EvdQueue {
     }
 
     /// Whether `ev` notifies under `signal` and this EVD's mode (module docs).
+    #[inline]
     fn notifies(&self, ev: &Event, signal: Signal) -> bool {
         if ev.is_failed_completion() {
             return true;
@@ -282,6 +283,7 @@ impl EvdQueue {
     }
 
     /// Queues `ev` (never allocates) and decides who to notify; see the module docs.
+    #[inline]
     pub fn push(&mut self, ev: Event, signal: Signal) -> Push {
         if !ev.is_well_formed() || !self.flags.contains(ev.stream()) {
             tracing::debug!(number = ?ev.number, flags = ?self.flags, "event rejected by EVD");
@@ -315,6 +317,7 @@ impl EvdQueue {
         }
     }
 
+    #[inline]
     fn threshold_met(&self, threshold: i32) -> bool {
         let t = usize::try_from(threshold.max(1)).unwrap_or(usize::MAX);
         self.queue.len() >= t
@@ -326,6 +329,7 @@ impl EvdQueue {
     /// * `DAT_INVALID_STATE` (no subtype): the EVD is dead (async overflow).
     /// * `DAT_INVALID_STATE | DAT_INVALID_STATE_EVD_WAITER`: a waiter is registered.
     /// * `DAT_QUEUE_EMPTY`, bare `0x000D0000` (what `dtest -p` compares with): no event.
+    #[inline]
     pub fn dequeue(&mut self) -> DatResult<Event> {
         if self.dead {
             return Err(DEAD);

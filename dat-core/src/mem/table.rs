@@ -109,6 +109,7 @@ pub struct Region {
 impl Region {
     /// The buffer offset of `addr..addr+len`, or `None` if that range is not inside the
     /// region. Overflow-safe: a range whose end wraps around 2^64 is outside.
+    #[inline]
     pub fn resolve(&self, addr: u64, len: u64) -> Option<usize> {
         let rel = addr.checked_sub(self.start)?;
         let room = self.len.checked_sub(rel)?;
@@ -119,6 +120,7 @@ impl Region {
     }
 
     /// The segment for `addr..addr+len` named by key `lkey`, if the range is inside.
+    #[inline]
     fn segment(&self, addr: u64, len: u64, lkey: u32) -> Option<Segment> {
         let offset = self.resolve(addr, len)?;
         Some(Segment {
@@ -410,6 +412,7 @@ impl MemTable {
     /// * `DAT_INVALID_PARAMETER | DAT_INVALID_ARG3`: range not inside the LMR (including
     ///   wrap-around).
     /// * `DAT_PRIVILEGES_VIOLATION | DAT_PRIVILEGES_{READ,WRITE,..}`: privilege missing.
+    #[inline]
     pub fn local(&self, ep_pz: PzId, t: &LmrTriplet, need: MemPriv) -> DatResult<Segment> {
         if t.segment_length == 0 {
             return Ok(Segment {
@@ -420,7 +423,10 @@ impl MemTable {
                 addr: t.virtual_address,
             });
         }
-        let region = self.lmrs.get(&t.lmr_context).ok_or(protection(need))?;
+        let region = self
+            .lmrs
+            .get(&t.lmr_context)
+            .ok_or_else(|| protection(need))?;
         if region.pz != ep_pz {
             return Err(protection(need));
         }
@@ -452,14 +458,32 @@ impl MemTable {
         need: MemPriv,
         max_iov: u32,
     ) -> DatResult<SegList> {
+        let mut segs = SegList::new();
+        self.local_iov_into(ep_pz, iov, need, max_iov, &mut segs)?;
+        Ok(segs)
+    }
+
+    /// [`MemTable::local_iov`] appending to `segs`, which the post path hands in already in
+    /// place in its work request (no move of the list afterwards). On error `segs` may hold
+    /// the segments resolved before the failing triplet.
+    ///
+    /// # Errors
+    /// As [`MemTable::local_iov`].
+    pub fn local_iov_into(
+        &self,
+        ep_pz: PzId,
+        iov: &[LmrTriplet],
+        need: MemPriv,
+        max_iov: u32,
+        segs: &mut SegList,
+    ) -> DatResult<()> {
         if u64::try_from(iov.len()).map_or(true, |n| n > u64::from(max_iov)) {
             return Err(DatError::invalid_arg(2));
         }
-        let mut segs = SegList::new();
         for t in iov.iter().filter(|t| t.segment_length != 0) {
             segs.push(self.local(ep_pz, t, need)?);
         }
-        Ok(segs)
+        Ok(())
     }
 
     /// Target-side check of an incoming RDMA on an EP in `ep_pz`: the requester names `len`

@@ -671,3 +671,63 @@ pub fn established_precede_later_disconnects(t: &dyn Target) -> Outcome {
     });
     Outcome::Pass
 }
+
+/// A post made the moment `ESTABLISHED` is dequeued is accepted, on both sides, connection
+/// after connection: the new state is visible to posts before the event is (posts read the
+/// state without the EP lock; dapltest's transaction test posts at once and failed with
+/// `DAT_INVALID_STATE_EP_UNCONNECTED` while the event came first).
+pub fn post_at_once_after_established(t: &dyn Target) -> Outcome {
+    use dat::Evd;
+    use dat::types::{CompletionFlags, Cookie};
+
+    use crate::harness::{expect_dto, wait_state};
+    /// Busy-polls `evd` (no blocking wait) until `ep`'s ESTABLISHED arrives.
+    fn established(evd: &Evd, ep: &dat::Ep) {
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        loop {
+            if let Ok(ev) = evd.dequeue() {
+                assert_eq!(ev.number, EventNumber::Established, "{ev:?}");
+                assert_eq!(ev.ep(), Some(ep.id()), "{ev:?}");
+                return;
+            }
+            assert!(std::time::Instant::now() < deadline, "no ESTABLISHED");
+            std::hint::spin_loop();
+        }
+    }
+    let (a, b) = sides(t);
+    let psp = b.psp(t);
+    let none = CompletionFlags::DEFAULT;
+    for round in 0..100u64 {
+        let ea = a.another_ep();
+        let eb = b.another_ep();
+        ea.post_recv(&[a.lmr.triplet(0, 8)], Cookie(round), none)
+            .unwrap();
+        eb.post_recv(&[b.lmr.triplet(0, 8)], Cookie(round), none)
+            .unwrap();
+        connect_ep(&ea, &b.addr(), psp.conn_qual(), b"");
+        let cr = expect_cr(&b.ia, &b.cr, &psp);
+        cr.accept(Some(&eb), b"").expect("accept");
+        established(&a.conn, &ea);
+        assert_eq!(
+            ea.post_send(&[a.lmr.triplet(8, 8)], Cookie(round), none),
+            Ok(()),
+            "active side, round {round}"
+        );
+        established(&b.conn, &eb);
+        assert_eq!(
+            eb.post_send(&[b.lmr.triplet(8, 8)], Cookie(round), none),
+            Ok(()),
+            "passive side, round {round}"
+        );
+        for evd in [&a.recv, &a.req, &b.recv, &b.req] {
+            assert_eq!(expect_dto(evd).cookie, Cookie(round));
+        }
+        ea.disconnect(CloseFlags::Abrupt).unwrap();
+        wait_state(&a.ia, &ea, EpState::Disconnected);
+        wait_state(&b.ia, &eb, EpState::Disconnected);
+        while a.conn.dequeue().is_ok() || b.conn.dequeue().is_ok() {}
+        ea.free().unwrap();
+        eb.free().unwrap();
+    }
+    Outcome::Pass
+}

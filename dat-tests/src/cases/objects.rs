@@ -274,6 +274,47 @@ pub fn ep_modify(t: &dyn Target) -> Outcome {
     Outcome::Pass
 }
 
+/// After `dat_ep_modify` gives an EP other DTO EVDs, its completions reach the new ones
+/// only (the facade routes completions without the EP lock and must follow the change).
+pub fn ep_modify_moves_completions(t: &dyn Target) -> Outcome {
+    use dat::EpModify;
+    use dat::types::{CompletionFlags, Cookie, DtoOp, DtoStatus};
+
+    use crate::harness::{assert_empty, connect, expect_dto, sides};
+    let (a, b) = sides(t);
+    let recv2 = a.ia.create_evd(8, EvdFlags::DTO, None).unwrap();
+    let req2 = a.ia.create_evd(8, EvdFlags::DTO, None).unwrap();
+    a.ep.modify(&EpModify {
+        recv_evd: Some(&recv2),
+        request_evd: Some(&req2),
+        ..EpModify::default()
+    })
+    .unwrap();
+    let p = connect(t, a, b);
+    let (a, b) = (&p.a, &p.b);
+    let none = CompletionFlags::DEFAULT;
+    a.ep.post_recv(&[a.lmr.triplet(0, 8)], Cookie(1), none)
+        .unwrap();
+    b.ep.post_send(&[b.lmr.triplet(0, 8)], Cookie(2), none)
+        .unwrap();
+    let c = expect_dto(&recv2);
+    assert_eq!(
+        (c.cookie, c.operation, c.status, c.transferred_length),
+        (Cookie(1), DtoOp::Receive, DtoStatus::Success, 8)
+    );
+    assert_eq!(expect_dto(&b.req).cookie, Cookie(2));
+    b.ep.post_recv(&[b.lmr.triplet(0, 8)], Cookie(3), none)
+        .unwrap();
+    a.ep.post_send(&[a.lmr.triplet(8, 8)], Cookie(4), none)
+        .unwrap();
+    let c = expect_dto(&req2);
+    assert_eq!((c.cookie, c.operation), (Cookie(4), DtoOp::Send));
+    assert_eq!(expect_dto(&b.recv).cookie, Cookie(3));
+    assert_empty(&a.recv);
+    assert_empty(&a.req);
+    Outcome::Pass
+}
+
 /// EVD create argument checks.
 pub fn evd_create_codes(t: &dyn Target) -> Outcome {
     let ia = ia(t);

@@ -1,0 +1,132 @@
+//! [`Routes`]: where an endpoint's DTO completions go, readable without any lock or
+//! reference count, so that a completion upcall costs one lock (the EVD's) and nothing else.
+//!
+//! The upcall link the transport holds shares the routes with the endpoint (no weak
+//! reference to upgrade per completion). A [`Route`] is immutable once published; when
+//! `dat_ep_modify` changes a DTO EVD a new one replaces it as a whole, and the replaced ones
+//! stay allocated until the endpoint and its link are gone (a modify of the EVDs is a rare
+//! consumer call). The routes hold the EVDs; a transport drops the link at `free_ep` and at
+//! `close` (see `Transport::close`), which ends that hold.
+
+use std::sync::atomic::{AtomicPtr, Ordering};
+use std::sync::{Arc, Mutex};
+
+use dat_core::evd::{DtoCompletion, Event, Signal};
+use dat_core::provider::Completion;
+use dat_core::types::{CompletionFlags, DtoOp, DtoStatus, EpId};
+
+use crate::ep::EpCore;
+use crate::evd::EvdInner;
+use crate::sync::lock;
+
+/// One endpoint's DTO EVDs.
+struct Route {
+    recv: Option<Arc<EvdInner>>,
+    request: Option<Arc<EvdInner>>,
+}
+
+impl Route {
+    fn of(core: &EpCore) -> Route {
+        Route {
+            recv: core.recv_evd.as_ref().map(|e| e.inner.clone()),
+            request: core.request_evd.as_ref().map(|e| e.inner.clone()),
+        }
+    }
+
+    fn same(a: Option<&Arc<EvdInner>>, b: Option<&Arc<EvdInner>>) -> bool {
+        match (a, b) {
+            (Some(a), Some(b)) => Arc::ptr_eq(a, b),
+            (a, b) => a.is_none() && b.is_none(),
+        }
+    }
+
+    fn matches(&self, core: &EpCore) -> bool {
+        Route::same(self.recv.as_ref(), core.recv_evd.as_ref().map(|e| &e.inner))
+            && Route::same(
+                self.request.as_ref(),
+                core.request_evd.as_ref().map(|e| &e.inner),
+            )
+    }
+}
+
+/// The current route of an endpoint and every route it had.
+pub(crate) struct Routes {
+    ep: EpId,
+    /// The current route: never null, always `Arc::as_ptr` of an entry of `all`.
+    current: AtomicPtr<Route>,
+    /// Every route published, the current one last. Entries are only ever added, so each
+    /// stays valid for as long as `self` lives.
+    all: Mutex<Vec<Arc<Route>>>,
+}
+
+impl Routes {
+    pub(crate) fn new(ep: EpId, core: &EpCore) -> Routes {
+        let first = Arc::new(Route::of(core));
+        Routes {
+            ep,
+            current: AtomicPtr::new(Arc::as_ptr(&first).cast_mut()),
+            all: Mutex::new(vec![first]),
+        }
+    }
+
+    #[inline]
+    fn current(&self) -> &Route {
+        let p = self.current.load(Ordering::Acquire);
+        // SAFETY: `p` is `Arc::as_ptr` of a route held by `self.all` (stored in `new`, and in
+        // `publish` with Release ordering after the route was fully built, so this Acquire
+        // load sees it complete); entries are never removed from `self.all` nor changed
+        // while `self` lives (no `&mut` to a route ever exists), and the returned borrow
+        // cannot outlive `self`.
+        unsafe { &*p }
+    }
+
+    /// Publishes a new route if the core's EVDs differ from the current one. The caller
+    /// holds the endpoint's core mutex, which serialises writers.
+    pub(crate) fn publish(&self, core: &EpCore) {
+        if self.current().matches(core) {
+            return;
+        }
+        let next = Arc::new(Route::of(core));
+        let p = Arc::as_ptr(&next).cast_mut();
+        lock(&self.all).push(next);
+        self.current.store(p, Ordering::Release);
+    }
+
+    /// Queues a DTO completion on the right EVD, applying SUPPRESS and UNSIGNALLED.
+    pub(crate) fn deliver(&self, c: Completion) {
+        if c.status == DtoStatus::Success && c.flags.contains(CompletionFlags::SUPPRESS) {
+            return;
+        }
+        let signal = if c.flags.contains(CompletionFlags::UNSIGNALLED) {
+            Signal::Unsignalled
+        } else {
+            Signal::Normal
+        };
+        let ev = Event::dto(DtoCompletion {
+            ep: self.ep,
+            cookie: c.cookie,
+            status: c.status,
+            transferred_length: if c.status == DtoStatus::Success {
+                c.transferred_length
+            } else {
+                0
+            },
+            operation: c.op,
+            rmr_context: 0,
+        });
+        let route = self.current();
+        let evd = if c.op == DtoOp::Receive {
+            &route.recv
+        } else {
+            &route.request
+        };
+        match evd {
+            Some(evd) => evd.push(ev, signal),
+            None => tracing::warn!(
+                ep = self.ep.0,
+                ?c,
+                "completion for an EP without an EVD: dropped"
+            ),
+        }
+    }
+}
