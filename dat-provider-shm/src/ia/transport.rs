@@ -327,6 +327,9 @@ impl Transport for ShmIa {
             if c.closing.is_none() {
                 c.closing = Some(Instant::now() + super::GRACEFUL_LIMIT);
             }
+            if let Some(d) = c.data.as_mut() {
+                d.set_closing();
+            }
             // The provider thread (or the application's polling) completes the requests
             // and closes; the wake-up makes it account for the deadline.
             drop(st);
