@@ -418,8 +418,9 @@ impl Transport for ShmIa {
     fn progress(&self) -> bool {
         let sh = &self.shared;
         sh.polled.store(true, Ordering::Relaxed);
-        // A look at the rings first: most polls find nothing and make no upcall.
-        let Some(mut st) = sh.try_enter() else {
+        // A look at the rings first, under the state lock alone: most polls find nothing
+        // and make no upcall.
+        let Ok(mut st) = sh.state.try_lock() else {
             return false;
         };
         let work = st.conns.values_mut().any(|c| {
@@ -428,6 +429,9 @@ impl Transport for ShmIa {
         if !work {
             return false;
         }
+        let Some(mut st) = sh.try_deliver(st) else {
+            return false;
+        };
         let mut out = Ups::new();
         let any = sh.pump_all(&mut st, &mut out);
         sh.finish(st, &mut out);
