@@ -295,13 +295,16 @@ impl DataPath {
         }
         let retired = self.retire(ep.upcalls, out);
         // One fence covers both halves of the wake-up protocol: the slots handed back (a
-        // producer starved for room) and the records published (a consumer asleep).
+        // producer starved for room, or watching for completions) and the records published
+        // (a consumer asleep). A peer asleep is also woken when its records were taken: it
+        // may have posted requests after it armed, and their completions are the head it
+        // did not ask to watch (an acknowledgement record used to wake it).
         let released = self.rx.publish_head();
         let pushed = self.push_all();
         if released || pushed {
             store_load_fence();
             let starved = released && self.rx.producer_starved();
-            if (pushed && self.tx.consumer_sleeping()) | starved {
+            if self.tx.consumer_sleeping() | starved {
                 sys::signal(self.peer_efd.as_fd());
             }
         }

@@ -2,6 +2,7 @@
 use super::*;
 use crate::ring::{self, Segment as Shm};
 use dat_core::provider::{CmFact, EpUpcalls};
+use std::os::fd::AsRawFd;
 use std::sync::Mutex;
 
 #[derive(Default)]
@@ -175,15 +176,25 @@ fn a_send_waits_in_the_ring_until_a_receive_is_posted() {
     assert_eq!(&buf.to_vec()[2..5], b"abc");
 }
 
-/// Both ends of one connection over a fresh segment (requester, acceptor).
+/// Both ends of one connection over a fresh segment (requester, acceptor), each waking the
+/// other through the other's eventfd.
 fn both() -> (DataPath, DataPath) {
     let seg = Shm::anonymous(8, 256).unwrap();
-    let end = |requester| {
+    let (ea, eb) = (sys::eventfd().unwrap(), sys::eventfd().unwrap());
+    let end = |requester, mine: &OwnedFd, peer: &OwnedFd| {
         let (tx, rx) = ring::ends(&seg, requester);
-        let efd = || sys::eventfd().unwrap();
-        DataPath::new(tx, rx, efd(), efd(), sys::pid())
+        let dup = |fd: &OwnedFd| fd.try_clone().unwrap();
+        DataPath::new(tx, rx, dup(mine), dup(peer), sys::pid())
     };
-    (end(true), end(false))
+    (end(true, &ea, &eb), end(false, &eb, &ea))
+}
+
+/// True if the side's eventfd was written since the last call (and resets it).
+fn woken(d: &DataPath) -> bool {
+    let mut v = 0u64;
+    // SAFETY: reads 8 bytes into a valid local from a non-blocking eventfd we hold.
+    let n = unsafe { libc::read(d.my_efd.as_raw_fd(), (&raw mut v).cast(), 8) };
+    n == 8
 }
 
 fn wr(op: PostOp, buf: &Arc<dat_core::mem::Buffer>, len: usize, flags: u32) -> WorkRequest {
@@ -290,4 +301,34 @@ fn a_send_completes_once_its_target_took_it_without_an_ack_record() {
     assert_eq!(sb.done(), vec![(DtoStatus::LocalLength, 0)]);
     assert_eq!(sa.pump(&mut a), Err(Fatal));
     assert_eq!(sa.done(), vec![(DtoStatus::RemoteResponder, 0)]);
+}
+
+/// A requester that armed before it posted (its provider thread asleep, say) still learns
+/// that its request completed: the target wakes a sleeping peer whose records it took, as an
+/// acknowledgement record used to.
+#[test]
+fn a_requester_asleep_since_before_its_post_is_woken_when_the_target_takes_it() {
+    let (mut a, mut b) = both();
+    let (mut sa, mut sb) = (Side::new(), Side::new());
+    let buf = Arc::new(dat_core::mem::Buffer::alloc(64, 8).unwrap());
+    assert!(!a.arm(), "nothing to wait for yet");
+    assert!(!b.arm());
+    a.post(wr(PostOp::Send, &buf, 8, 0));
+    assert!(woken(&b), "the target is woken for the message");
+    sb.recvs.push_back(wr(PostOp::Recv, &buf, 8, 0));
+    assert_eq!(sb.pump(&mut b), Ok(true));
+    assert!(
+        woken(&a),
+        "the sleeping requester is woken for its completion"
+    );
+    assert_eq!(sa.pump(&mut a), Ok(true));
+    assert_eq!(sa.done(), vec![(DtoStatus::Success, 8)]);
+    // Awake (not armed), nobody writes its eventfd.
+    a.disarm();
+    a.post(wr(PostOp::Send, &buf, 8, 0));
+    sb.recvs.push_back(wr(PostOp::Recv, &buf, 8, 0));
+    assert_eq!(sb.pump(&mut b), Ok(true));
+    assert!(!woken(&a));
+    assert_eq!(sa.pump(&mut a), Ok(true));
+    assert_eq!(sa.done(), vec![(DtoStatus::Success, 8)]);
 }
