@@ -381,7 +381,7 @@ impl Producer {
     }
 
     /// [`Producer::consumer_needs_wake`] for a caller that has already issued a
-    /// sequentially consistent fence after publishing.
+    /// [`store_load_fence`] after publishing.
     pub fn consumer_sleeping(&self) -> bool {
         let w = self.seg.word(self.seg.ctl(self.ring) + 128);
         w.load(Ordering::Relaxed) != 0 && w.swap(0, Ordering::AcqRel) != 0
@@ -466,7 +466,7 @@ impl Consumer {
     }
 
     /// Stores the head if records were consumed since the last time; returns whether it
-    /// did. The caller then issues a sequentially consistent fence and asks
+    /// did. The caller then issues a [`store_load_fence`] and asks
     /// [`Consumer::producer_starved`] (see [`Consumer::publish`]).
     pub fn publish_head(&mut self) -> bool {
         if self.head == self.published_head {
