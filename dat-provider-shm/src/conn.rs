@@ -222,7 +222,7 @@ impl DataPath {
         self.sent.pop_front()?;
         let wr = self.reqs.pop_front()?;
         if !wr.flags.contains(CompletionFlags::SUPPRESS) {
-            self.wanted -= 1;
+            self.wanted = self.wanted.saturating_sub(1);
         }
         Some(wr)
     }
