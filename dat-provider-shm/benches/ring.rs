@@ -31,13 +31,12 @@ fn ring_only(c: &mut Criterion) {
                 tx.push(
                     Rec {
                         kind: 1,
+                        len: size as u32,
                         ..Rec::default()
                     },
-                    |p, cap| {
-                        let n = size.min(cap);
-                        // SAFETY: the slot payload has `cap >= n` writable bytes.
+                    |p, n| {
+                        // SAFETY: the slot payload has `n` writable bytes, `src` as many.
                         unsafe { std::ptr::copy_nonoverlapping(src.as_ptr(), p, n) };
-                        n
                     },
                 );
                 if let Ok(Some(inc)) = rx.peek() {

@@ -9,14 +9,25 @@
 //! | `WRITE` | requester | `a` rkey, `b` address, `total`, `offset` | bytes (copy mode) |
 //! | `WRITE_CMA` | requester | `a`, `b`, `total`, `c` iov count | requester's iovs |
 //! | `READ` | requester | `a`, `b`, `total`, `c` iov count (0: copy mode) | iovs |
-//! | `SEND_ACK` | target | `a` status | |
-//! | `RDMA_ACK` | target | `a` status | |
+//! | `SEND_ACK` | target | `a` status (an error) | |
+//! | `RDMA_ACK` | target | `a` status (an error) | |
 //! | `READ_DATA` | target | `total`, `offset` | bytes |
 //!
-//! Targets process records strictly in order, so responses come back in the order the
-//! requester posted: every response completes the oldest outstanding request. A send that
-//! finds no receive posted stays in the ring (back-pressure, nothing dropped) and holds back
-//! what follows it, as on a reliable-connected queue pair.
+//! Every record also carries `ack`, the records of the other ring its writer has consumed.
+//!
+//! # Completions without acknowledgement records
+//! A target takes a request's records out of the ring only once it has carried the request
+//! out: the message is in a receive, the write placed, the read's data written into the
+//! requester's memory by cross-memory attach. So a request whose last record the target has
+//! consumed has succeeded, and the target's head says so: the requester learns it from the
+//! `ack` of the next record coming its way (a reply, in a ping-pong: no cache line of its
+//! own), or from the head in the ring's control block when it waits for completions and no
+//! record comes (it reads that word only then; asleep, it asks to be woken when it moves).
+//! Only an error is acknowledged by a record (`SEND_ACK`, `RDMA_ACK`, then the connection
+//! breaks); an RDMA read through the ring completes with its last `READ_DATA`. Targets
+//! process records strictly in order, so completions come in the order the requester
+//! posted. A send that finds no receive posted stays in the ring (back-pressure, nothing
+//! dropped) and holds back what follows it, as on a reliable-connected queue pair.
 //!
 //! Every incoming RDMA is checked with [`MemTable::remote`] at the target before a byte moves.
 //! With cross-memory attach the *target* performs the single copy (`process_vm_readv` for a
@@ -25,7 +36,6 @@
 
 use std::collections::VecDeque;
 use std::os::fd::{AsFd, OwnedFd};
-use std::sync::atomic::{Ordering, fence};
 use std::sync::{Arc, RwLock};
 
 use dat_core::mem::{MemTable, SegList, Segment};
@@ -35,10 +45,10 @@ use dat_core::provider::{
 use dat_core::types::{CompletionFlags, DtoStatus, MemPriv, PzId};
 
 use crate::copy;
-use crate::ring::{Consumer, Incoming, Producer, Rec};
+use crate::ring::{Consumer, Incoming, Producer, Rec, store_load_fence};
 use crate::sys::{self, RemoteIov};
 
-use iov::{STORES_IN_ORDER, advance, read_iovs, split_last_byte, truncate, write_iovs};
+use iov::{STORES_IN_ORDER, advance, read_iovs, split_last_byte, truncate};
 
 const SEND: u32 = 1;
 const WRITE: u32 = 2;
@@ -89,6 +99,15 @@ pub struct EpView<'a> {
     pub recvs: &'a mut VecDeque<WorkRequest>,
 }
 
+/// A request whose records are all in the ring, not completed yet.
+#[derive(Clone, Copy, Debug)]
+struct Sent {
+    /// Index after its last record: it is complete once the target's head reaches it.
+    end: u64,
+    /// It completes with the target's data (an RDMA read through the ring), not the head.
+    by_data: bool,
+}
+
 /// The rings of a connected (or connecting) pair, and the work in flight on them.
 pub struct DataPath {
     tx: Producer,
@@ -103,8 +122,14 @@ pub struct DataPath {
     pub cma_out: bool,
     /// We may attach to the peer's memory (we serve its address-carrying requests).
     pub cma_in: bool,
+    /// Requests posted and not completed, oldest first: the first `sent.len()` are in the
+    /// ring, the next one may be partly there (`tx_pos`).
     reqs: VecDeque<WorkRequest>,
-    sent: usize,
+    sent: VecDeque<Sent>,
+    /// Requests in `sent` whose completion the consumer wants (not `SUPPRESS`).
+    wanted: usize,
+    /// A graceful disconnect waits for every request: watch the head for all of them.
+    closing: bool,
     tx_pos: u64,
     resps: VecDeque<Resp>,
     rx_send: Option<(WorkRequest, u64, u64)>,
@@ -139,7 +164,9 @@ impl DataPath {
             cma_out: false,
             cma_in: false,
             reqs: VecDeque::new(),
-            sent: 0,
+            sent: VecDeque::new(),
+            wanted: 0,
+            closing: false,
             tx_pos: 0,
             resps: VecDeque::new(),
             rx_send: None,
@@ -148,18 +175,99 @@ impl DataPath {
         }
     }
 
-    /// Queues a request (send or RDMA) and pushes what fits.
+    /// Queues a request (send or RDMA) and pushes what fits. Requests the target is known
+    /// to have completed and whose completion is suppressed are let go of on the way (no
+    /// upcall).
     pub fn post(&mut self, wr: WorkRequest) {
         self.reqs.push_back(wr);
         self.flush_tx();
+        self.retire_quiet();
     }
 
     /// True if a pump could move something: a record waits (other than a send held back for
-    /// want of a receive) or output is queued.
+    /// want of a receive), output is queued, or requests are complete.
     pub fn has_work(&mut self) -> bool {
         (!self.blocked && matches!(self.rx.peek(), Ok(Some(_)) | Err(_)))
             || !self.resps.is_empty()
-            || self.sent < self.reqs.len()
+            || self.sent.len() < self.reqs.len()
+            || self.completable()
+    }
+
+    /// A graceful disconnect waits for every request in flight: from now on the head is
+    /// watched for all of them, not only those whose completion the consumer wants.
+    pub fn set_closing(&mut self) {
+        self.closing = true;
+    }
+
+    /// True if the completions of requests in the ring are awaited: then the head in the
+    /// control block is read when no record brings it.
+    fn watching(&self) -> bool {
+        (self.wanted > 0 || self.closing) && !self.sent.is_empty()
+    }
+
+    /// True if the oldest request in the ring is complete (refreshing the head from the
+    /// control block first when completions are awaited).
+    fn completable(&mut self) -> bool {
+        if self.watching() {
+            self.tx.refresh_acked();
+        }
+        self.sent
+            .front()
+            .is_some_and(|s| !s.by_data && s.end <= self.tx.acked())
+    }
+
+    /// Removes the oldest request of the ring (complete or failed); counts it out of
+    /// `wanted`.
+    fn pop_sent(&mut self) -> Option<WorkRequest> {
+        self.sent.pop_front()?;
+        let wr = self.reqs.pop_front()?;
+        if !wr.flags.contains(CompletionFlags::SUPPRESS) {
+            self.wanted = self.wanted.saturating_sub(1);
+        }
+        Some(wr)
+    }
+
+    /// Completes, successfully, the requests the target's head has passed (up to an RDMA
+    /// read that waits for its data). Returns whether any completed.
+    fn retire(&mut self, upcalls: &Arc<dyn EpUpcalls>, out: &mut Ups) -> bool {
+        let acked = self.tx.acked();
+        let mut any = false;
+        while self
+            .sent
+            .front()
+            .is_some_and(|s| !s.by_data && s.end <= acked)
+        {
+            let Some(wr) = self.pop_sent() else { break };
+            any = true;
+            // A successful completion the consumer suppressed is dropped by the core
+            // anyway: no upcall for it (the common case of a streaming sender).
+            if !wr.flags.contains(CompletionFlags::SUPPRESS) {
+                let n = wr.len() as u32;
+                out.push(Up::Done(
+                    upcalls.clone(),
+                    wr.completion(DtoStatus::Success, n),
+                ));
+            }
+        }
+        any
+    }
+
+    /// [`DataPath::retire`] of the oldest requests as long as their completions are
+    /// suppressed (no upcall: callable where none may be made), so that a sender that never
+    /// polls does not pile them up.
+    fn retire_quiet(&mut self) {
+        let acked = self.tx.acked();
+        while self
+            .sent
+            .front()
+            .is_some_and(|s| !s.by_data && s.end <= acked)
+            && self
+                .reqs
+                .front()
+                .is_some_and(|w| w.flags.contains(CompletionFlags::SUPPRESS))
+        {
+            self.pop_sent();
+        }
     }
 
     /// True if the oldest incoming record is a send that waits for a receive (only a posted
@@ -182,31 +290,46 @@ impl DataPath {
         out: &mut Ups,
     ) -> Result<bool, Fatal> {
         let r = self.take_records(ep, mem, out, true);
+        if self.watching() {
+            self.tx.refresh_acked();
+        }
+        let retired = self.retire(ep.upcalls, out);
         // One fence covers both halves of the wake-up protocol: the slots handed back (a
-        // producer starved for room) and the records published (a consumer asleep).
+        // producer starved for room, or watching for completions) and the records published
+        // (a consumer asleep). A peer asleep is also woken when its records were taken: it
+        // may have posted requests after it armed, and their completions are the head it
+        // did not ask to watch (an acknowledgement record used to wake it).
         let released = self.rx.publish_head();
         let pushed = self.push_all();
         if released || pushed {
-            fence(Ordering::SeqCst);
+            store_load_fence();
             let starved = released && self.rx.producer_starved();
-            if (pushed && self.tx.consumer_sleeping()) | starved {
+            if self.tx.consumer_sleeping() | starved {
                 sys::signal(self.peer_efd.as_fd());
             }
         }
-        r.map(|got| got || pushed)
+        r.map(|got| got || pushed || retired)
     }
 
     /// Takes in what a departed peer had published: its messages and the responses to our
     /// requests. Its own RDMA requests are not served: it has flushed them, may have released
     /// their memory, and its process id may already name another process.
+    /// The requests it had carried out (its last head) complete successfully.
     pub fn drain(&mut self, ep: &mut EpView<'_>, mem: &RwLock<MemTable>, out: &mut Ups) {
         let _ = self.receive(ep, mem, out, false);
+        self.tx.refresh_acked();
+        self.retire(ep.upcalls, out);
     }
 
     /// Prepares to sleep: returns true if work arrived meanwhile (a send held back for want
-    /// of a receive is not work: only a posted receive releases it).
+    /// of a receive is not work: only a posted receive releases it). When completions are
+    /// awaited, also asks the peer to wake us when its head moves.
     pub fn arm(&mut self) -> bool {
-        self.rx.arm() && !self.blocked
+        let mut ready = self.rx.arm() && !self.blocked;
+        if self.watching() {
+            ready |= self.tx.watch_head();
+        }
+        ready || self.completable()
     }
 
     /// Withdraws the wake-up request.
@@ -229,14 +352,15 @@ impl DataPath {
             if let Some(u) = upcalls {
                 out.push(Up::Done(u.clone(), wr.completion(DtoStatus::Flushed, 0)));
             }
-            if self.cma_out && i < self.sent && wr.op != PostOp::Recv {
+            if self.cma_out && i < self.sent.len() && wr.op != PostOp::Recv {
                 keep.push(std::mem::take(&mut wr.segs));
             }
         }
         if let (Some((wr, _, _)), Some(u)) = (self.rx_send.take(), upcalls) {
             out.push(Up::Done(u.clone(), wr.completion(DtoStatus::Flushed, 0)));
         }
-        self.sent = 0;
+        self.sent.clear();
+        self.wanted = 0;
         self.tx_pos = 0;
         self.resps.clear();
         self.rx_write = None;
@@ -277,6 +401,10 @@ impl DataPath {
                     return Err(Fatal);
                 }
             };
+            if self.tx.note_acked(inc.rec.ack).is_err() {
+                tracing::warn!("shm: the peer acknowledged records never sent: connection broken");
+                return Err(Fatal);
+            }
             if !serve && matches!(inc.rec.kind, WRITE | WRITE_CMA | READ) {
                 self.rx.consume();
                 continue;
@@ -327,7 +455,6 @@ impl DataPath {
                     self.ack(SEND_ACK, DtoStatus::RemoteResponder);
                     return Err(Fatal);
                 }
-                self.ack(SEND_ACK, DtoStatus::Success);
                 Ok(true)
             }
             SEND => {
@@ -366,7 +493,6 @@ impl DataPath {
                             wr.completion(DtoStatus::Success, total as u32),
                         ));
                     }
-                    self.ack(SEND_ACK, DtoStatus::Success);
                 }
                 Ok(true)
             }
@@ -406,8 +532,8 @@ impl DataPath {
                     0
                 };
                 out.push(Up::Done(ep.upcalls.clone(), wr.completion(status, n)));
-                self.ack(SEND_ACK, status);
                 if status != DtoStatus::Success {
+                    self.ack(SEND_ACK, status);
                     return Err(Fatal);
                 }
                 Ok(true)
@@ -439,7 +565,6 @@ impl DataPath {
                 *got += len;
                 if *got == *total {
                     self.rx_write = None;
-                    self.ack(RDMA_ACK, DtoStatus::Success);
                 }
                 Ok(true)
             }
@@ -468,50 +593,49 @@ impl DataPath {
                 let status = self
                     .cma(local, &iovs, r.total, r.kind == READ)
                     .unwrap_or(DtoStatus::Transport);
-                self.ack(RDMA_ACK, status);
                 if status != DtoStatus::Success {
+                    self.ack(RDMA_ACK, status);
                     return Err(Fatal);
                 }
                 Ok(true)
             }
             SEND_ACK | RDMA_ACK => {
-                let status = DtoStatus::from_raw(r.a as u32).unwrap_or(DtoStatus::BadResponse);
+                // Only failures are acknowledged by a record (successes by the head).
+                let status = DtoStatus::from_raw(r.a).unwrap_or(DtoStatus::BadResponse);
+                if status == DtoStatus::Success {
+                    return Err(Fatal);
+                }
+                // What the target carried out before the failure completed first.
+                self.retire(ep.upcalls, out);
                 let want_send = r.kind == SEND_ACK;
                 // A refusal may come back for a message still being transmitted (the target
                 // checks the first fragment): its remaining fragments are abandoned.
-                let partial = self.sent == 0 && self.tx_pos > 0 && status != DtoStatus::Success;
-                let ok_front = (self.sent > 0 || partial)
+                let partial = self.sent.is_empty() && self.tx_pos > 0;
+                let ok_front = (!self.sent.is_empty() || partial)
                     && self.reqs.front().is_some_and(|w| {
                         (w.op == PostOp::Send) == want_send && !matches!(w.op, PostOp::Recv)
                     });
                 if !ok_front {
                     return Err(Fatal);
                 }
-                let Some(wr) = self.reqs.pop_front() else {
-                    return Err(Fatal);
-                };
-                if partial {
+                let wr = if partial {
                     self.tx_pos = 0;
+                    self.reqs.pop_front()
                 } else {
-                    self.sent -= 1;
-                }
-                if status != DtoStatus::Success {
+                    self.pop_sent()
+                };
+                if let Some(wr) = wr {
                     out.push(Up::Done(ep.upcalls.clone(), wr.completion(status, 0)));
-                    return Err(Fatal);
                 }
-                // A successful completion the consumer suppressed is dropped by the core
-                // anyway: no upcall for it (the common case of a streaming sender).
-                if !wr.flags.contains(CompletionFlags::SUPPRESS) {
-                    let n = wr.len() as u32;
-                    out.push(Up::Done(ep.upcalls.clone(), wr.completion(status, n)));
-                }
-                Ok(true)
+                Err(Fatal)
             }
             READ_DATA => {
-                let Some(wr) = self.reqs.front() else {
+                // The requests before the read completed first.
+                self.retire(ep.upcalls, out);
+                let (Some(wr), Some(sent)) = (self.reqs.front(), self.sent.front()) else {
                     return Err(Fatal);
                 };
-                if self.sent == 0
+                if !sent.by_data
                     || !matches!(wr.op, PostOp::RdmaRead(_))
                     || r.total != wr.len()
                     || r.offset > r.total
@@ -530,9 +654,8 @@ impl DataPath {
                     place(&wr.segs, r.offset, inc.payload, r.len as usize)
                 };
                 if r.offset + len == r.total
-                    && let Some(wr) = self.reqs.pop_front()
+                    && let Some(wr) = self.pop_sent()
                 {
-                    self.sent -= 1;
                     out.push(Up::Done(
                         ep.upcalls.clone(),
                         wr.completion(DtoStatus::Success, r.total as u32),
@@ -552,8 +675,8 @@ impl DataPath {
         r: Rec,
         need: MemPriv,
     ) -> Result<Segment, Fatal> {
-        let checked = match (ep.pz, u32::try_from(r.a)) {
-            (Some(pz), Ok(rkey)) => mem
+        let checked = match (ep.pz, r.a) {
+            (Some(pz), rkey) => mem
                 .read()
                 .unwrap_or_else(std::sync::PoisonError::into_inner)
                 .remote(pz, rkey, r.b, r.total, need),
@@ -613,154 +736,15 @@ impl DataPath {
         Ok(DtoStatus::Success)
     }
 
+    /// Queues the acknowledgement of a failure (successes are told by the head).
     fn ack(&mut self, kind: u32, status: DtoStatus) {
+        debug_assert_ne!(status, DtoStatus::Success);
         self.resps.push_back(Resp::Ack { kind, status });
-    }
-
-    /// Pushes queued responses, then queued requests, as far as the ring allows. Returns
-    /// whether anything was pushed.
-    pub fn flush_tx(&mut self) -> bool {
-        let any = self.push_all();
-        if any && self.tx.consumer_needs_wake() {
-            sys::signal(self.peer_efd.as_fd());
-        }
-        any
-    }
-
-    /// Pushes what fits (see [`DataPath::flush_tx`]) without waking the consumer. Returns
-    /// whether anything was pushed.
-    fn push_all(&mut self) -> bool {
-        let mut any = false;
-        loop {
-            let blocked = !self.push_resps(&mut any) || !self.push_reqs(&mut any);
-            if !blocked || !self.tx.set_starved() {
-                break;
-            }
-        }
-        any
-    }
-
-    /// Returns false if the ring filled up.
-    fn push_resps(&mut self, any: &mut bool) -> bool {
-        while let Some(resp) = self.resps.front_mut() {
-            match resp {
-                Resp::Ack { kind, status } => {
-                    let rec = Rec {
-                        kind: *kind,
-                        a: *status as u64,
-                        ..Rec::default()
-                    };
-                    if !self.tx.push(rec, |_, _| 0) {
-                        return false;
-                    }
-                }
-                Resp::ReadData { seg, pos } => loop {
-                    let total = seg.len as u64;
-                    let rec = Rec {
-                        kind: READ_DATA,
-                        total,
-                        offset: *pos,
-                        ..Rec::default()
-                    };
-                    let at = *pos;
-                    let segs = std::slice::from_ref(&*seg);
-                    let pushed = self.tx.push(rec, |dst, cap| {
-                        let n = (total - at).min(cap as u64) as usize;
-                        // SAFETY: `dst` has `cap >= n` writable bytes in the ring slot.
-                        unsafe { copy::gather_raw(segs, at, dst, n) };
-                        n
-                    });
-                    if !pushed {
-                        return false;
-                    }
-                    *any = true;
-                    *pos = (at + self.tx.payload_cap() as u64).min(total);
-                    if *pos == total {
-                        break;
-                    }
-                },
-            }
-            *any = true;
-            self.resps.pop_front();
-        }
-        true
-    }
-
-    fn push_reqs(&mut self, any: &mut bool) -> bool {
-        let cap = self.tx.payload_cap();
-        while let Some(wr) = self.reqs.get(self.sent) {
-            let total = wr.len();
-            // Addresses for the peer's cross-memory attach, when it may and they fit a slot
-            // (else the bytes travel through the ring).
-            let iovs = match wr.op {
-                PostOp::Send if total <= cap as u64 => None,
-                PostOp::Recv => None,
-                _ if self.cma_out => Some(copy::iovs(&wr.segs)).filter(|v| v.len() * 16 <= cap),
-                _ => None,
-            };
-            let (kind, a, b) = match (wr.op, &iovs) {
-                (PostOp::Send, None) => (SEND, 0, 0),
-                (PostOp::Send, Some(_)) => (SEND_CMA, 0, 0),
-                (PostOp::RdmaWrite(r), Some(_)) => (WRITE_CMA, r.rmr_context, r.virtual_address),
-                (PostOp::RdmaWrite(r), None) => (WRITE, r.rmr_context, r.virtual_address),
-                (PostOp::RdmaRead(r), _) => (READ, r.rmr_context, r.virtual_address),
-                (PostOp::Recv, _) => {
-                    self.sent += 1;
-                    continue;
-                }
-            };
-            let a = u64::from(a);
-            if kind == WRITE_CMA || kind == READ || kind == SEND_CMA {
-                let iovs = iovs.unwrap_or_default();
-                let rec = Rec {
-                    kind,
-                    total,
-                    a,
-                    b,
-                    c: iovs.len() as u64,
-                    ..Rec::default()
-                };
-                let pushed = self.tx.push(rec, |dst, cap| write_iovs(&iovs, dst, cap));
-                if !pushed {
-                    return false;
-                }
-            } else {
-                loop {
-                    let at = self.tx_pos;
-                    let rec = Rec {
-                        kind,
-                        total,
-                        offset: at,
-                        a,
-                        b,
-                        ..Rec::default()
-                    };
-                    let segs = &wr.segs;
-                    let pushed = self.tx.push(rec, |dst, cap| {
-                        let n = (total - at).min(cap as u64) as usize;
-                        // SAFETY: `dst` has `cap >= n` writable bytes in the ring slot.
-                        unsafe { copy::gather_raw(segs, at, dst, n) };
-                        n
-                    });
-                    if !pushed {
-                        return false;
-                    }
-                    *any = true;
-                    self.tx_pos = (at + cap as u64).min(total);
-                    if self.tx_pos == total {
-                        break;
-                    }
-                }
-            }
-            *any = true;
-            self.sent += 1;
-            self.tx_pos = 0;
-        }
-        true
     }
 }
 
 mod iov;
+mod push;
 
 #[cfg(test)]
 mod tests;

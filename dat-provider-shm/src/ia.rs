@@ -283,17 +283,17 @@ impl Shared {
         }
     }
 
-    /// [`Shared::enter`] without waiting (the polling path).
-    fn try_enter(&self) -> Option<Guard<'_>> {
+    /// [`Shared::enter`] without waiting, for a poll that found work under the state lock
+    /// `st` alone. The delivery mutex is tried after the state here, against the lock order:
+    /// a try cannot deadlock, and if it fails another thread is delivering (and moving
+    /// data): the poll reports nothing and the caller polls again.
+    fn try_deliver<'a>(&'a self, st: MutexGuard<'a, State>) -> Option<Guard<'a>> {
         let deliver = if DELIVERING.with(Cell::get) {
             None
         } else {
             Some(self.deliver.try_lock().ok()?)
         };
-        Some(Guard {
-            st: self.state.try_lock().ok()?,
-            deliver,
-        })
+        Some(Guard { st, deliver })
     }
 
     /// Releases the state and makes the collected upcalls, in order, before releasing the

@@ -10,7 +10,11 @@
 //!   single-producer single-consumer rings and passes it, with one eventfd per side, over the
 //!   socket (`SCM_RIGHTS`). Posting a message writes a ring slot and publishes it with one
 //!   release store: no system call per message. A side that goes idle arms a flag and sleeps
-//!   on its eventfd; the peer writes the eventfd only when that flag is set.
+//!   on its eventfd; the peer writes the eventfd only when that flag is set. A success needs
+//!   no acknowledgement record: a target takes a request out of the ring only once it has
+//!   carried it out, and every record carries its writer's ring head back (`conn`). The
+//!   segment layout is versioned ([`ring::VERSION`]); both ends of a connection must be
+//!   builds of the same layout (a segment of another version is refused).
 //! * **Progress**: the application thread moves data when it posts and while it polls
 //!   (`Evd::wait` spins on [`Transport::progress`] before it sleeps); a provider thread per IA
 //!   serves connection management and target-side RDMA while the application sleeps. A

@@ -8,18 +8,28 @@
 //! 8192   ring 0 slots, then ring 1 slots
 //! ```
 //! A ring control block holds three words on separate cache lines: `head` (written by the
-//! consumer), `sleeping` (the consumer asks to be woken through its eventfd) and `starved`
-//! (the producer waits for free slots). (The first line, once the producer's `tail`, is
+//! consumer: records it has taken and handed back), `sleeping` (the consumer asks to be woken
+//! through its eventfd) and `starved` (the producer waits for the head to move: for room, or
+//! for the completions of its requests). (The first line, once the producer's `tail`, is
 //! unused since version 2.)
 //!
-//! A slot is a 48-byte [`Rec`] header, the record's 8-byte sequence number, then up to
-//! `slot_size - 56` payload bytes. The producer publishes a record by storing its sequence
-//! number (its index + 1) last, with release ordering; the consumer polls the sequence number
-//! of the slot it expects next. A small record (up to 8 payload bytes: acknowledgements,
-//! 8-byte messages) is thus one cache line that the reader pulls once, instead of a tail
-//! index, a header and a payload line. Messages larger than a slot are carried in
-//! consecutive slots; the slots rotate through the whole ring, so the reader never pulls
-//! lines the writer touched last.
+//! A slot starts with one cache line: a 48-byte [`Rec`] header, up to [`INLINE`] payload bytes,
+//! and the record's 8-byte sequence number. The producer publishes a record by storing its
+//! sequence number (its index + 1) last, with release ordering; the consumer polls the
+//! sequence number of the slot it expects next. A record of up to [`INLINE`] payload bytes (an
+//! 8-byte message, an error acknowledgement) is thus one cache line for the reader; a larger
+//! payload starts on the slot's second line, 64-byte aligned, so its copies move whole lines.
+//! Messages larger than a slot are carried in consecutive slots; the slots rotate through the
+//! whole ring, so the reader never pulls lines the writer touched last.
+//!
+//! Every record carries `ack`: how many records of the other ring its producer had consumed
+//! when it wrote it. A side that takes records from the peer thereby learns, with no extra
+//! cache line, which of its own records the peer has taken (see `conn`: a request taken by
+//! its target is complete, so successes need no acknowledgement records).
+//!
+//! Version 3 of this layout (the header line with `ack` and the inline payload, the aligned
+//! payload) is not compatible with version 2; both ends of a connection are the same build
+//! in practice, and a segment of another version is refused when it is adopted.
 //!
 //! The peer writes the segment at any time and may be hostile or dead: headers are copied out
 //! and checked before use, payload is only ever copied with raw pointers, and indices are
@@ -27,23 +37,32 @@
 #![allow(unsafe_code)]
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering, fence};
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use crate::sys::Mapping;
 
 /// Identifies a datrs shm segment.
 pub const MAGIC: u64 = 0x6461_7472_735f_7368; // "datrs_sh"
-/// Layout version (2: sequence numbers in the slots, payload after them).
-pub const VERSION: u64 = 2;
+/// Layout version (3: one header line per slot with `ack`, the sequence number and a small
+/// inline payload; larger payloads on the following, aligned lines).
+pub const VERSION: u64 = 3;
 const HDR: usize = 4096;
 const CTL: usize = 256;
 const SLOTS_AT: usize = 8192;
-/// Bytes of the record header (the [`Rec`] and its sequence number) at the start of every
-/// slot.
-pub const REC_HDR: usize = 56;
+/// Bytes of the record header line (the [`Rec`], the inline payload and the sequence
+/// number) at the start of every slot; a payload larger than [`INLINE`] starts here.
+pub const REC_HDR: usize = 64;
+/// Largest payload carried inside the header line (after the [`Rec`]).
+pub const INLINE: usize = 8;
+/// Offset of the inline payload in a slot.
+const INLINE_AT: usize = 48;
 /// Offset of the sequence number in a slot.
-const SEQ_AT: usize = 48;
-const _: () = assert!(std::mem::size_of::<Rec>() == SEQ_AT && SEQ_AT + 8 == REC_HDR);
+const SEQ_AT: usize = 56;
+const _: () = assert!(
+    std::mem::size_of::<Rec>() == INLINE_AT
+        && INLINE_AT + INLINE == SEQ_AT
+        && SEQ_AT + 8 == REC_HDR
+);
 
 /// Size of a segment with `slots` slots of `slot_size` bytes per ring.
 pub fn segment_len(slots: u32, slot_size: u32) -> usize {
@@ -72,11 +91,14 @@ pub struct Rec {
     /// Offset of this slot's payload in the message.
     pub offset: u64,
     /// Kind-specific (rkey, status).
-    pub a: u64,
+    pub a: u32,
+    /// Kind-specific (number of iovs).
+    pub c: u32,
     /// Kind-specific (remote address).
     pub b: u64,
-    /// Kind-specific (number of iovs).
-    pub c: u64,
+    /// Records of the other ring the producer had consumed when it wrote this one (set by
+    /// the data path on every record).
+    pub ack: u64,
 }
 
 /// A mapped segment, shared by the rings of one connection.
@@ -168,6 +190,12 @@ impl Segment {
         unsafe { &*self.slot_ptr(ring, index).add(SEQ_AT).cast::<AtomicU64>() }
     }
 
+    /// Where a payload of `len` bytes lies in its slot: inside the header line if it fits there,
+    /// else on the aligned lines after it.
+    fn payload_at(len: usize) -> usize {
+        if len <= INLINE { INLINE_AT } else { REC_HDR }
+    }
+
     fn slot_ptr(&self, ring: usize, index: u64) -> *mut u8 {
         let i = (index & u64::from(self.slots - 1)) as usize;
         let at = SLOTS_AT + (ring * self.slots as usize + i) * self.slot_size as usize;
@@ -175,6 +203,25 @@ impl Segment {
         // (`check` verified its length).
         unsafe { self.map.ptr().add(at) }
     }
+}
+
+/// Orders this thread's earlier stores before its later loads, for every processor sharing
+/// the segment (the Dekker pattern of the sleep/wake protocol: publish, then look at the
+/// peer's flag; set our flag, then look for work). On x86-64 a locked read-modify-write of a
+/// stack word does it, as Linux's `smp_mb`, at a fraction of the cost of `mfence`; elsewhere
+/// a sequentially consistent fence.
+#[inline]
+pub fn store_load_fence() {
+    #[cfg(target_arch = "x86_64")]
+    // SAFETY: ORs zero into the word at the stack pointer: mapped memory of this thread
+    // that no other thread touches, whose value does not change (the flags it sets are
+    // clobbered by default, no register is). Without `nomem`, the compiler also treats it
+    // as a barrier for its own reordering of memory accesses.
+    unsafe {
+        std::arch::asm!("lock or dword ptr [rsp], 0", options(nostack))
+    };
+    #[cfg(not(target_arch = "x86_64"))]
+    std::sync::atomic::fence(Ordering::SeqCst);
 }
 
 /// The producing end of one ring (used under the owner's lock: one producer at a time).
@@ -226,31 +273,76 @@ impl Producer {
         if self.tail.wrapping_sub(self.head_cache) < n {
             return true;
         }
-        self.head_cache = self
-            .seg
-            .word(self.seg.ctl(self.ring) + 64)
-            .load(Ordering::Acquire);
-        // A consumer that claims to be ahead of us is broken; treat as full.
+        self.refresh_acked();
         self.tail.wrapping_sub(self.head_cache) < n
     }
 
-    /// Writes one record whose payload is produced by `fill(dst, cap)` (returns the payload
-    /// bytes written, at most `cap`) and publishes it. Returns false if the ring is full.
-    pub fn push(&mut self, mut rec: Rec, fill: impl FnOnce(*mut u8, usize) -> usize) -> bool {
+    /// The head the consumer last reported (through the control block or a record's `ack`):
+    /// records before it have been taken.
+    pub fn acked(&self) -> u64 {
+        self.head_cache
+    }
+
+    /// Index of the next record to be pushed.
+    pub fn tail(&self) -> u64 {
+        self.tail
+    }
+
+    /// Takes note of a head reported by the consumer in a record's `ack`. (Indices are never
+    /// wrapped: 2^64 records outlast any connection.)
+    ///
+    /// # Errors
+    /// [`Corrupt`] for a head beyond the records pushed. A head behind the one known is
+    /// ignored: the control block may have told more since that record was written.
+    pub fn note_acked(&mut self, head: u64) -> Result<(), Corrupt> {
+        if head > self.tail {
+            return Err(Corrupt);
+        }
+        self.head_cache = self.head_cache.max(head);
+        Ok(())
+    }
+
+    /// Reads the head the consumer published in the control block; returns true if it moved
+    /// since last known. (A head beyond the tail is ignored: the ring then stays full for
+    /// the consumer that wrote it.)
+    pub fn refresh_acked(&mut self) -> bool {
+        let head = self
+            .seg
+            .word(self.seg.ctl(self.ring) + 64)
+            .load(Ordering::Acquire);
+        if head <= self.head_cache || head > self.tail {
+            return false;
+        }
+        self.head_cache = head;
+        true
+    }
+
+    /// Writes one record of `rec.len` payload bytes (at most [`Producer::payload_cap`]),
+    /// which `fill(dst, len)` copies to `dst`, and publishes it. Returns false if the ring is
+    /// full.
+    pub fn push(&mut self, rec: Rec, fill: impl FnOnce(*mut u8, usize)) -> bool {
         if !self.has_room() {
             return false;
         }
         let slot = self.seg.slot_ptr(self.ring, self.tail);
-        let cap = self.payload_cap();
-        // SAFETY: the slot is `slot_size` bytes inside the mapping; the payload area starts
-        // after the `REC_HDR`-byte header and holds `cap` bytes.
-        let payload = unsafe { slot.add(REC_HDR) };
-        let n = fill(payload, cap).min(cap);
-        rec.len = n as u32;
-        // SAFETY: the header area of the slot holds `size_of::<Rec>() == SEQ_AT` bytes;
+        let n = (rec.len as usize).min(self.payload_cap());
+        debug_assert_eq!(n, rec.len as usize, "a record longer than a slot");
+        // SAFETY: the slot is `slot_size` bytes inside the mapping; a payload of `n` bytes
+        // fits at its place (inline: `INLINE` bytes before the sequence number; else
+        // `payload_cap` bytes after the header line).
+        fill(unsafe { slot.add(Segment::payload_at(n)) }, n);
+        // SAFETY: the header area of the slot holds `size_of::<Rec>() == INLINE_AT` bytes;
         // unaligned write because the peer might map at any offset (it cannot, but it costs
         // nothing).
-        unsafe { std::ptr::write_unaligned(slot.cast::<Rec>(), rec) };
+        unsafe {
+            std::ptr::write_unaligned(
+                slot.cast::<Rec>(),
+                Rec {
+                    len: n as u32,
+                    ..rec
+                },
+            )
+        };
         let index = self.tail;
         self.tail = self.tail.wrapping_add(1);
         // Publishes the header and payload written above.
@@ -263,21 +355,33 @@ impl Producer {
     /// Asks the consumer to wake us when it frees slots; returns true if room appeared
     /// meanwhile (then the flag may stay set, which only costs a spurious wake-up).
     pub fn set_starved(&mut self) -> bool {
+        self.ask_head();
+        self.has_room()
+    }
+
+    /// Asks the consumer to wake us when its head moves (room, or completions awaited);
+    /// returns true if it moved past what we knew meanwhile (then the flag may stay set,
+    /// which only costs a spurious wake-up).
+    pub fn watch_head(&mut self) -> bool {
+        self.ask_head();
+        self.refresh_acked()
+    }
+
+    fn ask_head(&self) {
         self.seg
             .word(self.seg.ctl(self.ring) + 192)
-            .store(1, Ordering::SeqCst);
-        fence(Ordering::SeqCst);
-        self.has_room()
+            .store(1, Ordering::Relaxed);
+        store_load_fence();
     }
 
     /// After publishing: true if the consumer sleeps and must be woken (clears its flag).
     pub fn consumer_needs_wake(&self) -> bool {
-        fence(Ordering::SeqCst);
+        store_load_fence();
         self.consumer_sleeping()
     }
 
     /// [`Producer::consumer_needs_wake`] for a caller that has already issued a
-    /// sequentially consistent fence after publishing.
+    /// [`store_load_fence`] after publishing.
     pub fn consumer_sleeping(&self) -> bool {
         let w = self.seg.word(self.seg.ctl(self.ring) + 128);
         w.load(Ordering::Relaxed) != 0 && w.swap(0, Ordering::AcqRel) != 0
@@ -321,14 +425,20 @@ impl Consumer {
         let slot = self.seg.slot_ptr(self.ring, self.head);
         // SAFETY: the slot lies inside the mapping; the header is copied out unaligned.
         let rec = unsafe { std::ptr::read_unaligned(slot.cast::<Rec>()) };
-        if rec.len as usize > self.seg.payload_cap() {
+        let len = rec.len as usize;
+        if len > self.seg.payload_cap() {
             return Err(Corrupt);
         }
         Ok(Some(Incoming {
             rec,
             // SAFETY: inside the slot (see `push`).
-            payload: unsafe { slot.add(REC_HDR) },
+            payload: unsafe { slot.add(Segment::payload_at(len)) },
         }))
+    }
+
+    /// Records consumed so far (the `ack` the data path writes into its own records).
+    pub fn head(&self) -> u64 {
+        self.head
     }
 
     /// Releases the record returned by the last `peek`. Returns true if the producer waits
@@ -351,12 +461,12 @@ impl Consumer {
         if !self.publish_head() {
             return false;
         }
-        fence(Ordering::SeqCst);
+        store_load_fence();
         self.producer_starved()
     }
 
     /// Stores the head if records were consumed since the last time; returns whether it
-    /// did. The caller then issues a sequentially consistent fence and asks
+    /// did. The caller then issues a [`store_load_fence`] and asks
     /// [`Consumer::producer_starved`] (see [`Consumer::publish`]).
     pub fn publish_head(&mut self) -> bool {
         if self.head == self.published_head {
@@ -380,8 +490,8 @@ impl Consumer {
     /// meantime (then do not sleep).
     pub fn arm(&mut self) -> bool {
         let ctl = self.seg.ctl(self.ring);
-        self.seg.word(ctl + 128).store(1, Ordering::SeqCst);
-        fence(Ordering::SeqCst);
+        self.seg.word(ctl + 128).store(1, Ordering::Relaxed);
+        store_load_fence();
         self.published()
     }
 
@@ -413,31 +523,63 @@ mod tests {
         let (mut tx, _) = ends(&a, true);
         let (_, mut rx) = ends(&b, false);
         for i in 0..4u64 {
+            // Small payloads travel in the header line, larger ones on the next lines.
+            let len = if i % 2 == 0 { 1 } else { 192 };
+            assert_eq!(tx.payload_cap(), 192);
             assert!(tx.push(
                 Rec {
                     kind: 7,
+                    len,
                     total: i,
                     ..Rec::default()
                 },
-                |p, cap| {
-                    assert_eq!(cap, 200);
-                    // SAFETY: `p` has `cap` writable bytes.
-                    unsafe { p.write(i as u8) };
-                    1
+                |p, n| {
+                    assert_eq!(n, len as usize);
+                    // SAFETY: `p` has `n` writable bytes.
+                    unsafe { std::ptr::write_bytes(p, i as u8, n) };
                 }
             ));
         }
-        assert!(!tx.push(Rec::default(), |_, _| 0), "full ring refuses");
+        assert!(!tx.push(Rec::default(), |_, _| {}), "full ring refuses");
         assert!(!tx.set_starved());
         for i in 0..4u64 {
             let inc = rx.peek().unwrap().unwrap();
-            assert_eq!((inc.rec.kind, inc.rec.total, inc.rec.len), (7, i, 1));
-            // SAFETY: one payload byte was written.
-            assert_eq!(unsafe { inc.payload.read() }, i as u8);
+            let len = if i % 2 == 0 { 1 } else { 192 };
+            assert_eq!((inc.rec.kind, inc.rec.total, inc.rec.len), (7, i, len));
+            assert_eq!(inc.payload as usize % 64, if len == 1 { 48 } else { 0 });
+            // SAFETY: `len` payload bytes were written (read one by one: no reference into
+            // the shared segment).
+            let byte = |k: usize| unsafe { inc.payload.add(k).read() };
+            assert!((0..len as usize).all(|k| byte(k) == i as u8));
             assert_eq!(rx.release(), i == 0, "the starved producer is woken once");
         }
         assert!(rx.peek().unwrap().is_none());
         assert!(tx.has_room());
+    }
+
+    #[test]
+    fn the_consumer_head_reaches_the_producer_by_records_and_the_control_block() {
+        let (a, b) = pair(4, 256);
+        let (mut tx, _) = ends(&a, true);
+        let (_, mut rx) = ends(&b, false);
+        for _ in 0..3 {
+            assert!(tx.push(Rec::default(), |_, _| {}));
+        }
+        assert_eq!(tx.note_acked(4), Err(Corrupt), "beyond the records pushed");
+        tx.note_acked(1).unwrap();
+        assert_eq!(tx.acked(), 1);
+        tx.note_acked(0).unwrap();
+        assert_eq!(tx.acked(), 1, "an older head is ignored");
+        assert!(!tx.watch_head(), "nothing more consumed yet");
+        for _ in 0..2 {
+            assert!(rx.peek().unwrap().is_some());
+            rx.consume();
+        }
+        assert!(rx.publish(), "the watching producer is woken once");
+        assert!(!rx.publish());
+        assert!(tx.refresh_acked());
+        assert_eq!(tx.acked(), 2);
+        assert!(!tx.refresh_acked(), "no news");
     }
 
     #[test]
@@ -446,7 +588,7 @@ mod tests {
         let (mut tx, _) = ends(&a, true);
         let (_, mut rx) = ends(&b, false);
         assert!(!rx.arm());
-        assert!(tx.push(Rec::default(), |_, _| 0));
+        assert!(tx.push(Rec::default(), |_, _| {}));
         assert!(tx.consumer_needs_wake());
         assert!(!tx.consumer_needs_wake());
         assert!(rx.arm(), "a record is pending");
@@ -470,7 +612,7 @@ mod tests {
         let (a, b) = pair(4, 256);
         let (mut tx, _) = ends(&a, true);
         let (_, mut rx) = ends(&b, false);
-        assert!(tx.push(Rec::default(), |_, _| 0));
+        assert!(tx.push(Rec::default(), |_, _| {}));
         // Corrupt the length as a hostile peer would.
         let slot = a.slot_ptr(0, 0);
         // SAFETY: the slot header lies inside the mapping.

@@ -6,16 +6,15 @@ use super::Fatal;
 use crate::ring::Incoming;
 use crate::sys::RemoteIov;
 
-pub(super) fn write_iovs(iovs: &[RemoteIov], dst: *mut u8, cap: usize) -> usize {
-    let n = (iovs.len() * 16).min(cap) / 16;
-    for (i, v) in iovs.iter().take(n).enumerate() {
+/// Writes the list into `len` bytes at `dst` (16 bytes an iov; as many as fit).
+pub(super) fn write_iovs(iovs: &[RemoteIov], dst: *mut u8, len: usize) {
+    for (i, v) in iovs.iter().take(len / 16).enumerate() {
         let mut b = [0u8; 16];
         b[..8].copy_from_slice(&v.addr.to_le_bytes());
         b[8..].copy_from_slice(&v.len.to_le_bytes());
-        // SAFETY: `i*16+16 <= n*16 <= cap`, inside the slot's payload.
+        // SAFETY: `i*16+16 <= len`, inside the slot's payload.
         unsafe { std::ptr::copy_nonoverlapping(b.as_ptr(), dst.add(i * 16), 16) };
     }
-    n * 16
 }
 
 pub(super) fn read_iovs(inc: Incoming) -> Result<Vec<RemoteIov>, Fatal> {

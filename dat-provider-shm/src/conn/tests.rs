@@ -2,6 +2,7 @@
 use super::*;
 use crate::ring::{self, Segment as Shm};
 use dat_core::provider::{CmFact, EpUpcalls};
+use std::os::fd::AsRawFd;
 use std::sync::Mutex;
 
 #[derive(Default)]
@@ -69,8 +70,18 @@ fn hostile_records_break_the_connection_without_panicking() {
             ..Rec::default()
         },
         Rec {
+            kind: SEND_ACK,
+            a: DtoStatus::Success as u32,
+            ..Rec::default()
+        },
+        Rec {
             kind: READ_DATA,
             total: 10,
+            ..Rec::default()
+        },
+        Rec {
+            kind: SEND,
+            ack: 1,
             ..Rec::default()
         },
         Rec {
@@ -82,12 +93,12 @@ fn hostile_records_break_the_connection_without_panicking() {
             kind: WRITE_CMA,
             a: 1,
             total: 8,
-            c: u64::MAX,
+            c: u32::MAX,
             ..Rec::default()
         },
         Rec {
             kind: READ,
-            a: u64::MAX,
+            a: u32::MAX,
             total: u64::MAX,
             ..Rec::default()
         },
@@ -95,7 +106,7 @@ fn hostile_records_break_the_connection_without_panicking() {
     let mem = RwLock::new(MemTable::new());
     for rec in bad {
         let (mut d, mut peer) = target();
-        assert!(peer.push(rec, |_, _| 0));
+        assert!(peer.push(rec, |_, _| {}));
         let up: Arc<dyn EpUpcalls> = Arc::new(Log::default());
         let mut recvs = VecDeque::new();
         let mut ep = EpView {
@@ -114,13 +125,13 @@ fn a_send_waits_in_the_ring_until_a_receive_is_posted() {
     assert!(peer.push(
         Rec {
             kind: SEND,
+            len: 3,
             total: 3,
             ..Rec::default()
         },
-        |p, _| {
-            // SAFETY: the slot payload has room for 3 bytes.
-            unsafe { std::ptr::copy_nonoverlapping(b"abc".as_ptr(), p, 3) };
-            3
+        |p, n| {
+            // SAFETY: the slot payload has room for `n` = 3 bytes.
+            unsafe { std::ptr::copy_nonoverlapping(b"abc".as_ptr(), p, n) };
         }
     ));
     let mem = RwLock::new(MemTable::new());
@@ -163,4 +174,161 @@ fn a_send_waits_in_the_ring_until_a_receive_is_posted() {
         (DtoStatus::Success, 3)
     );
     assert_eq!(&buf.to_vec()[2..5], b"abc");
+}
+
+/// Both ends of one connection over a fresh segment (requester, acceptor), each waking the
+/// other through the other's eventfd.
+fn both() -> (DataPath, DataPath) {
+    let seg = Shm::anonymous(8, 256).unwrap();
+    let (ea, eb) = (sys::eventfd().unwrap(), sys::eventfd().unwrap());
+    let end = |requester, mine: &OwnedFd, peer: &OwnedFd| {
+        let (tx, rx) = ring::ends(&seg, requester);
+        let dup = |fd: &OwnedFd| fd.try_clone().unwrap();
+        DataPath::new(tx, rx, dup(mine), dup(peer), sys::pid())
+    };
+    (end(true, &ea, &eb), end(false, &eb, &ea))
+}
+
+/// True if the side's eventfd was written since the last call (and resets it).
+fn woken(d: &DataPath) -> bool {
+    let mut v = 0u64;
+    // SAFETY: reads 8 bytes into a valid local from a non-blocking eventfd we hold.
+    let n = unsafe { libc::read(d.my_efd.as_raw_fd(), (&raw mut v).cast(), 8) };
+    n == 8
+}
+
+fn wr(op: PostOp, buf: &Arc<dat_core::mem::Buffer>, len: usize, flags: u32) -> WorkRequest {
+    let seg = Segment {
+        buf: buf.clone(),
+        offset: 0,
+        len,
+        lkey: 1,
+        addr: 0,
+    };
+    WorkRequest {
+        op,
+        segs: [seg].into_iter().collect(),
+        cookie: dat_core::types::Cookie(u64::from(flags)),
+        flags: CompletionFlags::from_bits_truncate(flags),
+    }
+}
+
+/// One side's endpoint: its log of completions and its posted receives.
+struct Side {
+    log: Arc<Log>,
+    up: Arc<dyn EpUpcalls>,
+    recvs: VecDeque<WorkRequest>,
+}
+
+impl Side {
+    fn new() -> Side {
+        let log = Arc::new(Log::default());
+        Side {
+            up: log.clone(),
+            log,
+            recvs: VecDeque::new(),
+        }
+    }
+
+    fn pump(&mut self, d: &mut DataPath) -> Result<bool, Fatal> {
+        let mem = RwLock::new(MemTable::new());
+        let mut out = Ups::new();
+        let mut ep = EpView {
+            upcalls: &self.up,
+            pz: None,
+            recvs: &mut self.recvs,
+        };
+        let r = d.pump(&mut ep, &mem, &mut out);
+        out.into_iter().for_each(Up::run);
+        r
+    }
+
+    fn done(&self) -> Vec<(DtoStatus, u32)> {
+        let got = std::mem::take(&mut *self.log.0.lock().unwrap());
+        got.iter()
+            .map(|c| (c.status, c.transferred_length))
+            .collect()
+    }
+}
+
+/// Successes come back with no acknowledgement record: a send completes once its target
+/// took it, told by the target's head in the control block (the requester waits for that
+/// completion) or by the `ack` of the next record coming back (a suppressed one).
+#[test]
+fn a_send_completes_once_its_target_took_it_without_an_ack_record() {
+    let (mut a, mut b) = both();
+    let (mut sa, mut sb) = (Side::new(), Side::new());
+    let buf = Arc::new(dat_core::mem::Buffer::alloc(64, 8).unwrap());
+    let suppress = CompletionFlags::SUPPRESS.bits();
+    a.post(wr(PostOp::Send, &buf, 8, 0));
+    assert_eq!(
+        sa.pump(&mut a),
+        Ok(false),
+        "not taken yet: nothing to report"
+    );
+    assert!(
+        !a.arm(),
+        "asleep, the requester asks to be woken when the head moves"
+    );
+    assert_eq!(sb.pump(&mut b), Ok(false), "held back: no receive");
+    sb.recvs.push_back(wr(PostOp::Recv, &buf, 8, 0));
+    assert_eq!(sb.pump(&mut b), Ok(true));
+    assert_eq!(sb.done(), vec![(DtoStatus::Success, 8)]);
+    assert!(a.has_work(), "the head moved");
+    assert_eq!(sa.pump(&mut a), Ok(true));
+    assert_eq!(sa.done(), vec![(DtoStatus::Success, 8)]);
+    assert_eq!((a.outstanding(), a.has_work()), (0, false));
+    // A suppressed send is let go of when the reply's record says it was taken; until then
+    // nobody reads the control block for it.
+    a.post(wr(PostOp::Send, &buf, 100, suppress));
+    sb.recvs.push_back(wr(PostOp::Recv, &buf, 100, 0));
+    assert_eq!(sb.pump(&mut b), Ok(true));
+    assert_eq!(a.outstanding(), 1);
+    assert!(
+        !a.has_work(),
+        "a suppressed send does not make the requester look"
+    );
+    b.post(wr(PostOp::Send, &buf, 4, suppress));
+    sa.recvs.push_back(wr(PostOp::Recv, &buf, 4, 0));
+    assert_eq!(sa.pump(&mut a), Ok(true));
+    assert_eq!(sa.done(), vec![(DtoStatus::Success, 4)]);
+    assert_eq!(a.outstanding(), 0, "the reply acknowledged the send");
+    assert_eq!(sb.done(), vec![(DtoStatus::Success, 100)]);
+    // A failure is acknowledged by a record: the receive is too short.
+    a.post(wr(PostOp::Send, &buf, 16, 0));
+    sb.recvs.push_back(wr(PostOp::Recv, &buf, 8, 0));
+    assert_eq!(sb.pump(&mut b), Err(Fatal));
+    assert_eq!(sb.done(), vec![(DtoStatus::LocalLength, 0)]);
+    assert_eq!(sa.pump(&mut a), Err(Fatal));
+    assert_eq!(sa.done(), vec![(DtoStatus::RemoteResponder, 0)]);
+}
+
+/// A requester that armed before it posted (its provider thread asleep, say) still learns
+/// that its request completed: the target wakes a sleeping peer whose records it took, as an
+/// acknowledgement record used to.
+#[test]
+fn a_requester_asleep_since_before_its_post_is_woken_when_the_target_takes_it() {
+    let (mut a, mut b) = both();
+    let (mut sa, mut sb) = (Side::new(), Side::new());
+    let buf = Arc::new(dat_core::mem::Buffer::alloc(64, 8).unwrap());
+    assert!(!a.arm(), "nothing to wait for yet");
+    assert!(!b.arm());
+    a.post(wr(PostOp::Send, &buf, 8, 0));
+    assert!(woken(&b), "the target is woken for the message");
+    sb.recvs.push_back(wr(PostOp::Recv, &buf, 8, 0));
+    assert_eq!(sb.pump(&mut b), Ok(true));
+    assert!(
+        woken(&a),
+        "the sleeping requester is woken for its completion"
+    );
+    assert_eq!(sa.pump(&mut a), Ok(true));
+    assert_eq!(sa.done(), vec![(DtoStatus::Success, 8)]);
+    // Awake (not armed), nobody writes its eventfd.
+    a.disarm();
+    a.post(wr(PostOp::Send, &buf, 8, 0));
+    sb.recvs.push_back(wr(PostOp::Recv, &buf, 8, 0));
+    assert_eq!(sb.pump(&mut b), Ok(true));
+    assert!(!woken(&a));
+    assert_eq!(sa.pump(&mut a), Ok(true));
+    assert_eq!(sa.done(), vec![(DtoStatus::Success, 8)]);
 }

@@ -18,39 +18,6 @@ fn queue_full() -> DatError {
     DatError::new(ErrorType::InsufficientResources, Subtype::NoSubtype)
 }
 
-/// Posts `wr` if that makes no upcall (a receive that no held-back send waits for, a request
-/// on a connected endpoint); else hands it back for the full path (`Transport::post`).
-///
-/// # Errors
-/// `DAT_INVALID_STATE` for an unknown endpoint; `DAT_INSUFFICIENT_RESOURCES` beyond
-/// [`MAX_QUEUED`].
-fn quiet_post(st: &mut State, ep: EpId, wr: WorkRequest) -> DatResult<Option<WorkRequest>> {
-    let e = st.eps.get_mut(&ep).ok_or_else(invalid_state)?;
-    let data = e
-        .conn
-        .and_then(|id| st.conns.get_mut(&id))
-        .filter(|c| matches!(c.phase, Phase::Connected))
-        .and_then(|c| c.data.as_mut());
-    if wr.op == PostOp::Recv {
-        if e.recvs.len() >= MAX_QUEUED {
-            return Err(queue_full());
-        }
-        if data.is_some_and(|d| d.held_back()) {
-            return Ok(Some(wr));
-        }
-        e.recvs.push_back(wr);
-        return Ok(None);
-    }
-    match data {
-        Some(d) if d.outstanding() >= MAX_QUEUED => Err(queue_full()),
-        Some(d) => {
-            d.post(wr);
-            Ok(None)
-        }
-        None => Ok(Some(wr)),
-    }
-}
-
 impl ShmIa {
     fn rdma_mode(&self) -> &'static str {
         if self.shared.cma_mode { "cma" } else { "copy" }
@@ -327,6 +294,9 @@ impl Transport for ShmIa {
             if c.closing.is_none() {
                 c.closing = Some(Instant::now() + super::GRACEFUL_LIMIT);
             }
+            if let Some(d) = c.data.as_mut() {
+                d.set_closing();
+            }
             // The provider thread (or the application's polling) completes the requests
             // and closes; the wake-up makes it account for the deadline.
             drop(st);
@@ -349,12 +319,36 @@ impl Transport for ShmIa {
         Ok(())
     }
 
+    /// Posts `wr`. The common case makes no upcall (a receive that no held-back send waits
+    /// for, a request on a connected endpoint): the state lock alone will do, and the work
+    /// request moves once, into its queue.
     fn post(&self, ep: EpId, wr: WorkRequest) -> DatResult<()> {
         let sh = &self.shared;
-        // The common case makes no upcall: the state lock alone will do.
-        let Some(wr) = quiet_post(&mut lock(&sh.state), ep, wr)? else {
-            return Ok(());
-        };
+        {
+            let mut st = lock(&sh.state);
+            let st = &mut *st;
+            let e = st.eps.get_mut(&ep).ok_or_else(invalid_state)?;
+            let data = e
+                .conn
+                .and_then(|id| st.conns.get_mut(&id))
+                .filter(|c| matches!(c.phase, Phase::Connected))
+                .and_then(|c| c.data.as_mut());
+            if wr.op == PostOp::Recv {
+                if e.recvs.len() >= MAX_QUEUED {
+                    return Err(queue_full());
+                }
+                if !data.is_some_and(|d| d.held_back()) {
+                    e.recvs.push_back(wr);
+                    return Ok(());
+                }
+            } else if let Some(d) = data {
+                if d.outstanding() >= MAX_QUEUED {
+                    return Err(queue_full());
+                }
+                d.post(wr);
+                return Ok(());
+            }
+        }
         let mut st = sh.enter();
         let mut out = Ups::new();
         let st_ref = &mut *st;
@@ -424,8 +418,9 @@ impl Transport for ShmIa {
     fn progress(&self) -> bool {
         let sh = &self.shared;
         sh.polled.store(true, Ordering::Relaxed);
-        // A look at the rings first: most polls find nothing and make no upcall.
-        let Some(mut st) = sh.try_enter() else {
+        // A look at the rings first, under the state lock alone: most polls find nothing
+        // and make no upcall.
+        let Ok(mut st) = sh.state.try_lock() else {
             return false;
         };
         let work = st.conns.values_mut().any(|c| {
@@ -434,6 +429,9 @@ impl Transport for ShmIa {
         if !work {
             return false;
         }
+        let Some(mut st) = sh.try_deliver(st) else {
+            return false;
+        };
         let mut out = Ups::new();
         let any = sh.pump_all(&mut st, &mut out);
         sh.finish(st, &mut out);

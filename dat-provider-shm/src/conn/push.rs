@@ -1,0 +1,172 @@
+//! Pushing into the ring: responses first (failures, an RDMA read's data), then the
+//! requests posted, each stamped with the head of the other ring (`Rec::ack`).
+#![allow(unsafe_code)]
+
+use std::os::fd::AsFd;
+
+use dat_core::provider::PostOp;
+use dat_core::types::CompletionFlags;
+
+use super::iov::write_iovs;
+use super::{DataPath, READ, READ_DATA, Resp, SEND, SEND_CMA, Sent, WRITE, WRITE_CMA};
+use crate::copy;
+use crate::ring::Rec;
+use crate::sys;
+
+impl DataPath {
+    /// Pushes queued responses, then queued requests, as far as the ring allows. Returns
+    /// whether anything was pushed.
+    pub fn flush_tx(&mut self) -> bool {
+        let any = self.push_all();
+        if any && self.tx.consumer_needs_wake() {
+            sys::signal(self.peer_efd.as_fd());
+        }
+        any
+    }
+
+    /// Pushes what fits (see [`DataPath::flush_tx`]) without waking the consumer. Returns
+    /// whether anything was pushed.
+    pub(super) fn push_all(&mut self) -> bool {
+        let mut any = false;
+        loop {
+            let blocked = !self.push_resps(&mut any) || !self.push_reqs(&mut any);
+            if !blocked || !self.tx.set_starved() {
+                break;
+            }
+        }
+        any
+    }
+
+    /// Returns false if the ring filled up.
+    fn push_resps(&mut self, any: &mut bool) -> bool {
+        while let Some(resp) = self.resps.front_mut() {
+            match resp {
+                Resp::Ack { kind, status } => {
+                    let rec = Rec {
+                        kind: *kind,
+                        a: *status as u32,
+                        ack: self.rx.head(),
+                        ..Rec::default()
+                    };
+                    if !self.tx.push(rec, |_, _| {}) {
+                        return false;
+                    }
+                }
+                Resp::ReadData { seg, pos } => loop {
+                    let total = seg.len as u64;
+                    let at = *pos;
+                    let n = (total - at).min(self.tx.payload_cap() as u64);
+                    let rec = Rec {
+                        kind: READ_DATA,
+                        len: n as u32,
+                        total,
+                        offset: at,
+                        ack: self.rx.head(),
+                        ..Rec::default()
+                    };
+                    let segs = std::slice::from_ref(&*seg);
+                    // SAFETY: `dst` has `n` writable bytes in the ring slot.
+                    let fill = |dst, n| unsafe {
+                        copy::gather_raw(segs, at, dst, n);
+                    };
+                    if !self.tx.push(rec, fill) {
+                        return false;
+                    }
+                    *any = true;
+                    *pos = at + n;
+                    if *pos == total {
+                        break;
+                    }
+                },
+            }
+            *any = true;
+            self.resps.pop_front();
+        }
+        true
+    }
+
+    fn push_reqs(&mut self, any: &mut bool) -> bool {
+        let cap = self.tx.payload_cap();
+        while let Some(wr) = self.reqs.get(self.sent.len()) {
+            let total = wr.len();
+            // Addresses for the peer's cross-memory attach, when it may and they fit a slot
+            // (else the bytes travel through the ring).
+            let iovs = match wr.op {
+                PostOp::Send if total <= cap as u64 => None,
+                PostOp::Recv => None,
+                _ if self.cma_out => Some(copy::iovs(&wr.segs)).filter(|v| v.len() * 16 <= cap),
+                _ => None,
+            };
+            let (kind, a, b) = match (wr.op, &iovs) {
+                (PostOp::Send, None) => (SEND, 0, 0),
+                (PostOp::Send, Some(_)) => (SEND_CMA, 0, 0),
+                (PostOp::RdmaWrite(r), Some(_)) => (WRITE_CMA, r.rmr_context, r.virtual_address),
+                (PostOp::RdmaWrite(r), None) => (WRITE, r.rmr_context, r.virtual_address),
+                (PostOp::RdmaRead(r), _) => (READ, r.rmr_context, r.virtual_address),
+                // Never queued here (receives go to the endpoint): complete at once.
+                (PostOp::Recv, _) => (0, 0, 0),
+            };
+            // A read without addresses (copy mode, or nothing to read) is answered with data.
+            let by_data = kind == READ && iovs.as_ref().is_none_or(|v| v.is_empty());
+            let quiet = wr.flags.contains(CompletionFlags::SUPPRESS);
+            if kind == 0 {
+                // Nothing to push.
+            } else if matches!(kind, WRITE_CMA | READ | SEND_CMA) {
+                // The addresses (none for a read in copy mode: the data comes back through
+                // the ring).
+                let iovs = iovs.as_deref().unwrap_or_default();
+                let rec = Rec {
+                    kind,
+                    len: (iovs.len() * 16) as u32,
+                    total,
+                    a,
+                    b,
+                    c: iovs.len() as u32,
+                    ack: self.rx.head(),
+                    ..Rec::default()
+                };
+                if !self.tx.push(rec, |dst, n| write_iovs(iovs, dst, n)) {
+                    return false;
+                }
+            } else {
+                loop {
+                    let at = self.tx_pos;
+                    let n = (total - at).min(cap as u64);
+                    let rec = Rec {
+                        kind,
+                        len: n as u32,
+                        total,
+                        offset: at,
+                        a,
+                        b,
+                        ack: self.rx.head(),
+                        ..Rec::default()
+                    };
+                    let segs = &wr.segs;
+                    // SAFETY: `dst` has `n` writable bytes in the ring slot.
+                    let fill = |dst, n| unsafe {
+                        copy::gather_raw(segs, at, dst, n);
+                    };
+                    if !self.tx.push(rec, fill) {
+                        return false;
+                    }
+                    *any = true;
+                    self.tx_pos = at + n;
+                    if self.tx_pos == total {
+                        break;
+                    }
+                }
+            }
+            *any = true;
+            self.sent.push_back(Sent {
+                end: self.tx.tail(),
+                by_data,
+            });
+            if !quiet {
+                self.wanted += 1;
+            }
+            self.tx_pos = 0;
+        }
+        true
+    }
+}
