@@ -10,7 +10,7 @@
 //! threads). When the application stops, the driver takes every socket back and executes
 //! what arrived meanwhile, so one-sided operations are always served: at once when it goes
 //! to sleep in an EVD wait (the facade calls `Transport::block` first, see
-//! [`Shared::app_sleeps`]), within [`CHECK_MAX`] when it just stops calling.
+//! [`Shared::app_sleeps`]), within [`POLLING`] plus [`CHECK_MAX`] when it just stops calling.
 
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
@@ -23,8 +23,14 @@ use super::{EpConn, Pump, Shared, lock, read};
 pub(crate) const CHECK: Duration = Duration::from_micros(50);
 /// The longest interval between two such checks.
 pub(crate) const CHECK_MAX: Duration = Duration::from_micros(800);
-/// An application that called `progress` this recently is polling.
-const POLLING: Duration = Duration::from_micros(20);
+/// An application that called `progress` this recently is polling. Far longer than the gap
+/// between two stamps of a busy poll: on a 2-core machine the driver's own wake-up preempts a
+/// polling thread, and a shorter window (20 us was tried) made the driver take that thread's
+/// pause for the end of its polling, serve the socket itself and contend for the endpoint's
+/// lock (about 3000 wake-ups and 7000 futex calls a second in a polled ping-pong; with 200 us,
+/// only the periodic checks). An application that stops without sleeping is taken over within
+/// this plus [`CHECK_MAX`].
+const POLLING: Duration = Duration::from_micros(200);
 /// `progress` stamps the time once every this many calls (a busy poll makes one call in
 /// well under a microsecond plus a `recv`, so the stamp stays far fresher than [`POLLING`]).
 pub(crate) const STAMP_EVERY: u64 = 8;
