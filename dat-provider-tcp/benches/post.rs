@@ -196,7 +196,7 @@ fn loopback_pingpong(c: &mut Criterion, use_wait: bool) {
 /// `TCP_NODELAY`, both ends spinning on non-blocking sockets (busy-poll), echoed by a thread.
 fn raw_tcp_spin(c: &mut Criterion) {
     use std::io::{ErrorKind, Read, Write};
-    use std::net::{TcpListener, TcpStream};
+    use std::net::TcpStream;
     use std::sync::atomic::{AtomicBool, Ordering};
 
     fn exchange(s: &mut TcpStream, buf: &mut [u8; 8], stop: Option<&AtomicBool>) -> bool {
@@ -227,13 +227,7 @@ fn raw_tcp_spin(c: &mut Criterion) {
         }
     }
 
-    let l = TcpListener::bind("127.0.0.1:0").unwrap();
-    let mut a = TcpStream::connect(l.local_addr().unwrap()).unwrap();
-    let (mut b, _) = l.accept().unwrap();
-    for s in [&a, &b] {
-        s.set_nodelay(true).unwrap();
-        s.set_nonblocking(true).unwrap();
-    }
+    let (mut a, mut b) = pair::raw_pair();
     let stop = Arc::new(AtomicBool::new(false));
     let stop2 = stop.clone();
     let echo = std::thread::spawn(move || {

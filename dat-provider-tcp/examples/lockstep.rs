@@ -21,7 +21,7 @@
 
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::io::{ErrorKind, Read, Write};
-use std::net::{TcpListener, TcpStream};
+use std::net::TcpStream;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Instant;
 
@@ -153,13 +153,7 @@ fn raw_lockstep(n: u64) {
             }
         }
     }
-    let l = TcpListener::bind("127.0.0.1:0").unwrap();
-    let mut a = TcpStream::connect(l.local_addr().unwrap()).unwrap();
-    let (mut b, _) = l.accept().unwrap();
-    for s in [&a, &b] {
-        s.set_nodelay(true).unwrap();
-        s.set_nonblocking(true).unwrap();
-    }
+    let (mut a, mut b) = pair::raw_pair();
     let msg = [7u8; 8];
     let mut round = || {
         a.write_all(&msg).unwrap();

@@ -16,6 +16,19 @@ pub type End = (Ia, Pz, Evd, Evd, Evd, Ep, Lmr);
 /// How long any setup step may wait.
 pub const SETUP_WAIT: Duration = Duration::from_secs(10);
 
+/// Two ends of a raw TCP connection over 127.0.0.1, `TCP_NODELAY` and non-blocking: the
+/// baseline the endpoints are compared with.
+pub fn raw_pair() -> (std::net::TcpStream, std::net::TcpStream) {
+    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let a = std::net::TcpStream::connect(l.local_addr().unwrap()).unwrap();
+    let (b, _) = l.accept().unwrap();
+    for s in [&a, &b] {
+        s.set_nodelay(true).unwrap();
+        s.set_nonblocking(true).unwrap();
+    }
+    (a, b)
+}
+
 /// A registry with one tcp IA on 127.0.0.1, and two ends connected through it (`b` accepted
 /// `a`'s request on a PSP of its own). The registry is returned to keep it alive.
 pub fn connected() -> (Registry, End, End) {
