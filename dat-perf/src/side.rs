@@ -181,23 +181,15 @@ impl Side {
                 }
             }
             Mode::Poll => {
-                // The clock is read only once the event is late (256 empty polls), not per
-                // event: under emulation (the Soft-RoCE VM) a clock read is a system call,
-                // which a latency measurement must not add.
-                let mut deadline = None;
-                let mut spins = 0u32;
+                let mut patience = Patience::new(self.timeout);
                 loop {
                     match evd.dequeue() {
                         Ok(ev) => return Ok(ev),
                         Err(e) if e == DatError::QUEUE_EMPTY => {}
                         Err(e) => return Err(PerfError::dat("dequeue an event", e)),
                     }
-                    spins = spins.wrapping_add(1);
-                    if spins.is_multiple_of(256) {
-                        let now = Instant::now();
-                        if now >= *deadline.get_or_insert(now + self.timeout) {
-                            return Err(self.timed_out());
-                        }
+                    if patience.exhausted() {
+                        return Err(self.timed_out());
                     }
                     std::hint::spin_loop();
                 }
@@ -274,10 +266,8 @@ impl Side {
     /// [`PerfError::Timeout`] after [`Side::timeout`]; [`PerfError::Dat`] when the buffer
     /// cannot be read (`DAT_LENGTH_ERROR` past its end).
     pub fn poll_byte(&self, offset: usize, want: u8) -> PerfResult<()> {
-        // As in `next_event`: no clock read per message.
-        let mut deadline = None;
+        let mut patience = Patience::new(self.timeout);
         let mut b = [0u8; 1];
-        let mut spins = 0u32;
         loop {
             self.lmr.read(offset, &mut b).ctx("read the buffer")?;
             if b[0] == want {
@@ -286,14 +276,39 @@ impl Side {
             if !self.ia.progress() {
                 std::hint::spin_loop();
             }
-            spins = spins.wrapping_add(1);
-            if spins.is_multiple_of(256) {
-                let now = Instant::now();
-                if now >= *deadline.get_or_insert(now + self.timeout) {
-                    return Err(self.timed_out());
-                }
+            if patience.exhausted() {
+                return Err(self.timed_out());
             }
         }
+    }
+}
+
+/// The timeout of a polling loop, with the clock read only every 256th poll (the first read
+/// starts it), not per event: under emulation (the Soft-RoCE VM) a clock read is a system
+/// call, which a latency measurement must not add.
+struct Patience {
+    polls: u32,
+    deadline: Option<Instant>,
+    timeout: Duration,
+}
+
+impl Patience {
+    fn new(timeout: Duration) -> Patience {
+        Patience {
+            polls: 0,
+            deadline: None,
+            timeout,
+        }
+    }
+
+    /// Counts a poll that found nothing; true once the timeout has passed.
+    fn exhausted(&mut self) -> bool {
+        self.polls = self.polls.wrapping_add(1);
+        if !self.polls.is_multiple_of(256) {
+            return false;
+        }
+        let now = Instant::now();
+        now >= *self.deadline.get_or_insert(now + self.timeout)
     }
 }
 
