@@ -30,6 +30,17 @@ fn table() -> &'static DatProvider {
     unsafe { &*t }
 }
 
+/// Opens the test IA: `(ia, async_evd)`.
+fn open(t: &DatProvider) -> (DatHandle, DatHandle) {
+    let mut ia: DatHandle = null_mut();
+    let mut aevd: DatHandle = null_mut();
+    // SAFETY: valid name and OUT pointers.
+    let rc = unsafe { (t.ia_open_func)(c"rs-test".as_ptr(), 8, &mut aevd, &mut ia) };
+    assert_eq!(rc, 0, "rc {rc:#x}");
+    assert!(!ia.is_null() && !aevd.is_null());
+    (ia, aevd)
+}
+
 /// Handles that must be rejected: NULL, misaligned, a pointer to foreign memory, a small
 /// integer (what libdat2 gives consumers for IAs).
 fn bogus() -> Vec<DatHandle> {
@@ -137,12 +148,7 @@ fn open_arguments_are_checked() {
 #[test]
 fn an_open_ia_answers_the_stock_programs() {
     let t = table();
-    let mut ia: DatHandle = null_mut();
-    let mut aevd: DatHandle = null_mut();
-    // SAFETY: valid name and OUT pointers.
-    let rc = unsafe { (t.ia_open_func)(c"rs-test".as_ptr(), 8, &mut aevd, &mut ia) };
-    assert_eq!(rc, 0, "rc {rc:#x}");
-    assert!(!ia.is_null() && !aevd.is_null());
+    let (ia, _) = open(t);
     // SAFETY: every pointer handed over is valid for the call (or NULL where NULL is the
     // point); the handles come from the calls above.
     unsafe {
@@ -251,11 +257,7 @@ fn event_and_context_arguments_are_checked() {
 #[test]
 fn srq_low_watermark_reaches_the_async_evd() {
     let t = table();
-    let mut ia: DatHandle = null_mut();
-    let mut aevd: DatHandle = null_mut();
-    // SAFETY: valid name and OUT pointers.
-    let rc = unsafe { (t.ia_open_func)(c"rs-test".as_ptr(), 8, &mut aevd, &mut ia) };
-    assert_eq!(rc, 0, "rc {rc:#x}");
+    let (ia, aevd) = open(t);
     // SAFETY: every pointer handed over is valid for the call; the handles come from the
     // calls above; the union member read is the one the event number selects.
     unsafe {
