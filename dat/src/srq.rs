@@ -41,8 +41,9 @@ pub(crate) struct SrqInner {
     pub(crate) id: SrqId,
     pz: Pz,
     attr: Mutex<SrqAttr>,
-    /// The low-watermark rule (`dat_core::srq`). Locked after `attr`, never while taking
-    /// another lock: a transport's upcall reaches it through the IA's children.
+    /// The low-watermark rule (`dat_core::srq`). Locked after `attr` and never held while
+    /// taking another facade lock (a transport's upcall reaches it after the IA's children
+    /// lock is released); `set_lw` holds it across `Transport::set_srq_lw`.
     watermark: Mutex<LowWatermark>,
     /// DAT references: EPs created with this SRQ.
     pub(crate) refs: AtomicU32,
