@@ -30,6 +30,17 @@ fn table() -> &'static DatProvider {
     unsafe { &*t }
 }
 
+/// Opens the test IA: `(ia, async_evd)`.
+fn open(t: &DatProvider) -> (DatHandle, DatHandle) {
+    let mut ia: DatHandle = null_mut();
+    let mut aevd: DatHandle = null_mut();
+    // SAFETY: valid name and OUT pointers.
+    let rc = unsafe { (t.ia_open_func)(c"rs-test".as_ptr(), 8, &mut aevd, &mut ia) };
+    assert_eq!(rc, 0, "rc {rc:#x}");
+    assert!(!ia.is_null() && !aevd.is_null());
+    (ia, aevd)
+}
+
 /// Handles that must be rejected: NULL, misaligned, a pointer to foreign memory, a small
 /// integer (what libdat2 gives consumers for IAs).
 fn bogus() -> Vec<DatHandle> {
@@ -137,12 +148,7 @@ fn open_arguments_are_checked() {
 #[test]
 fn an_open_ia_answers_the_stock_programs() {
     let t = table();
-    let mut ia: DatHandle = null_mut();
-    let mut aevd: DatHandle = null_mut();
-    // SAFETY: valid name and OUT pointers.
-    let rc = unsafe { (t.ia_open_func)(c"rs-test".as_ptr(), 8, &mut aevd, &mut ia) };
-    assert_eq!(rc, 0, "rc {rc:#x}");
-    assert!(!ia.is_null() && !aevd.is_null());
+    let (ia, _) = open(t);
     // SAFETY: every pointer handed over is valid for the call (or NULL where NULL is the
     // point); the handles come from the calls above.
     unsafe {
@@ -243,4 +249,46 @@ fn event_and_context_arguments_are_checked() {
         );
     }
     assert_eq!(ctx.value(), 7);
+}
+
+/// `DAT_SRQ_LOW_WATERMARK_EVENT` reaches a C consumer: the async EVD gives the SRQ's own
+/// handle and reason 2. A watermark given at creation fires at once on the empty queue; a
+/// second `dat_srq_set_lw` re-arms it; 0 and a negative or too large value do not.
+#[test]
+fn srq_low_watermark_reaches_the_async_evd() {
+    let t = table();
+    let (ia, aevd) = open(t);
+    // SAFETY: every pointer handed over is valid for the call; the handles come from the
+    // calls above; the union member read is the one the event number selects.
+    unsafe {
+        let mut pz: DatHandle = null_mut();
+        assert_eq!((t.pz_create_func)(ia, &mut pz), 0);
+        let mut attr = DatSrqAttr {
+            max_recv_dtos: 4,
+            max_recv_iov: 1,
+            low_watermark: 1,
+        };
+        let mut srq: DatHandle = null_mut();
+        assert_eq!((t.srq_create_func)(ia, pz, &mut attr, &mut srq), 0);
+        let expect_event = || {
+            let mut ev: DatEvent = std::mem::zeroed();
+            assert_eq!((t.evd_dequeue_func)(aevd, &mut ev), 0);
+            // DAT_ASYNC_ERROR_EP_BROKEN: OFA's number for affiliated events.
+            assert_eq!(ev.event_number, 0x08003);
+            let d = ev.event_data.asynch_error_event_data;
+            assert_eq!((d.dat_handle, d.reason), (srq, 2));
+        };
+        let mut ev: DatEvent = std::mem::zeroed();
+        expect_event();
+        assert_eq!((t.evd_dequeue_func)(aevd, &mut ev), 0x000D_0000);
+        assert_eq!((t.srq_set_lw_func)(srq, 1), 0);
+        expect_event();
+        assert_eq!((t.srq_set_lw_func)(srq, 0), 0);
+        assert_eq!((t.srq_set_lw_func)(srq, -1), 0x8006_0026);
+        assert_eq!((t.srq_set_lw_func)(srq, 5), 0x8006_0026);
+        assert_eq!((t.evd_dequeue_func)(aevd, &mut ev), 0x000D_0000);
+        assert_eq!((t.srq_free_func)(srq), 0);
+        assert_eq!((t.pz_free_func)(pz), 0);
+        assert_eq!((t.ia_close_func)(ia, 0), 0);
+    }
 }

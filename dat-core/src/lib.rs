@@ -23,5 +23,6 @@ pub mod evd;
 pub mod idmap;
 pub mod mem;
 pub mod provider;
+pub mod srq;
 #[cfg(feature = "testing")]
 pub mod testing;

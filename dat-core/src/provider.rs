@@ -278,10 +278,26 @@ pub enum AsyncFact {
     EvdOverflow(EvdId),
 }
 
+/// A fact about a shared receive queue, for its low watermark (`crate::srq`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SrqFact {
+    /// Endpoints took this many buffers from the SRQ (software providers, through
+    /// [`crate::srq::CountTakes`]).
+    Taken(u32),
+    /// The limit the transport watches itself ([`Transport::set_srq_lw`] returned true) was
+    /// reached (verbs: `IBV_EVENT_SRQ_LIMIT_REACHED`).
+    LimitReached,
+}
+
 /// IA-level upcalls.
 pub trait IaUpcalls: Send + Sync {
     /// An asynchronous error.
     fn async_error(&self, fact: AsyncFact);
+
+    /// A fact about a shared receive queue. The facade decides with
+    /// [`crate::srq::LowWatermark`] whether the low-watermark event fires; the default
+    /// ignores it (for upcall objects that have no SRQs to report to).
+    fn srq(&self, _srq: SrqId, _fact: SrqFact) {}
 }
 
 /// A memory window bind the core has validated (`dat_rmr_bind` with a non-zero length).
@@ -474,6 +490,18 @@ pub trait Transport: Send + Sync {
     /// `DAT_INSUFFICIENT_RESOURCES` when the queue is full.
     fn srq_post_recv(&self, _srq: SrqId, _wr: WorkRequest) -> DatResult<()> {
         Err(DatError::NOT_IMPLEMENTED)
+    }
+
+    /// Sets the low watermark of a shared receive queue (`dat_srq_set_lw`, and at creation
+    /// when the attributes carry one; 0 disarms). Returns true if the transport watches the
+    /// limit itself and will report [`SrqFact::LimitReached`] once when fewer than
+    /// `low_watermark` buffers remain (verbs: `ibv_modify_srq` with `IBV_SRQ_LIMIT`); false
+    /// (the default) leaves the counting to the facade, from [`SrqFact::Taken`].
+    ///
+    /// # Errors
+    /// Transport-specific codes (the facade keeps the old watermark).
+    fn set_srq_lw(&self, _srq: SrqId, _low_watermark: u32) -> DatResult<bool> {
+        Ok(false)
     }
 
     /// Destroys a shared receive queue.

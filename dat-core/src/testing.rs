@@ -442,7 +442,7 @@ pub struct MemIa {
     address: SocketAddr,
     name: String,
     state: Mutex<IaState>,
-    _upcalls: Arc<dyn IaUpcalls>,
+    upcalls: Arc<dyn IaUpcalls>,
 }
 
 impl MemIa {
@@ -506,7 +506,7 @@ impl Transport for MemIa {
         g.eps.insert(
             ep,
             MemEp {
-                upcalls,
+                upcalls: crate::srq::CountTakes::wrap(upcalls, cfg.srq, &self.upcalls),
                 pz: cfg.pz,
                 srq: cfg.srq,
                 link: Link::Idle,
@@ -814,7 +814,7 @@ impl Provider for MemProvider {
                 next_any: 0,
                 mem: req.mem.clone(),
             }),
-            _upcalls: req.upcalls.clone(),
+            upcalls: req.upcalls.clone(),
         });
         st.ias.insert(ip, Arc::downgrade(&ia));
         Ok(ia)

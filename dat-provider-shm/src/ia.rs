@@ -23,9 +23,10 @@ use dat_core::error::{DatError, DatResult, ErrorType, Subtype};
 use dat_core::idmap::IdMap;
 use dat_core::mem::SegList;
 use dat_core::provider::{
-    CmFact, ConnRequest, EpConfig, EpUpcalls, PostOp, SharedMemTable, SpUpcalls, SrqConfig,
-    Transport, WorkRequest,
+    CmFact, ConnRequest, EpConfig, EpUpcalls, IaUpcalls, PostOp, SharedMemTable, SpUpcalls,
+    SrqConfig, Transport, WorkRequest,
 };
+use dat_core::srq::CountTakes;
 use dat_core::types::{
     CloseFlags, ConnQual, CrId, DtoStatus, EpId, IaAddress, IaAttr, LOOPBACK_ADDRESS, NamedAttr,
     ProviderAttr, SpId, SrqId, Timeout,
@@ -220,6 +221,8 @@ impl std::ops::DerefMut for Guard<'_> {
 pub struct ShmIa {
     shared: Arc<Shared>,
     thread: Mutex<Option<JoinHandle<()>>>,
+    /// Where buffers taken from an SRQ are reported (its low watermark).
+    ia_upcalls: Arc<dyn IaUpcalls>,
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -233,7 +236,12 @@ fn invalid_state() -> DatError {
 impl ShmIa {
     /// Opens an IA: prepares the rendezvous directory, sweeps stale entries, starts the
     /// provider thread.
-    pub(crate) fn open(name: &str, params: Params, mem: SharedMemTable) -> std::io::Result<ShmIa> {
+    pub(crate) fn open(
+        name: &str,
+        params: Params,
+        mem: SharedMemTable,
+        ia_upcalls: Arc<dyn IaUpcalls>,
+    ) -> std::io::Result<ShmIa> {
         rendezvous::prepare(&params.dir, !params.allow_other_users)?;
         rendezvous::sweep(&params.dir);
         let epoll = Epoll::new()?;
@@ -267,6 +275,7 @@ impl ShmIa {
         Ok(ShmIa {
             shared,
             thread: Mutex::new(Some(thread)),
+            ia_upcalls,
         })
     }
 }

@@ -169,17 +169,19 @@ impl Provider for ShmProvider {
     fn open(&self, req: OpenRequest<'_>) -> Result<Arc<dyn Transport>, OpenError> {
         let params = parse(&req)?;
         let dir = params.dir.clone();
-        let ia = ShmIa::open(req.ia_name, params, req.mem.clone()).map_err(|e| {
-            OpenError::new(
-                DatError::resources(Subtype::NoSubtype),
-                format!(
-                    "{}: IA `{}`: shm rendezvous directory {}: {e}",
-                    req.origin,
-                    req.ia_name,
-                    dir.display()
-                ),
-            )
-        })?;
+        let ia = ShmIa::open(req.ia_name, params, req.mem.clone(), req.upcalls.clone()).map_err(
+            |e| {
+                OpenError::new(
+                    DatError::resources(Subtype::NoSubtype),
+                    format!(
+                        "{}: IA `{}`: shm rendezvous directory {}: {e}",
+                        req.origin,
+                        req.ia_name,
+                        dir.display()
+                    ),
+                )
+            },
+        )?;
         Ok(Arc::new(ia))
     }
 }

@@ -117,6 +117,7 @@ impl Provider for TcpProvider {
             shared,
             thread: Mutex::new(Some(thread)),
             closed: AtomicBool::new(false),
+            ia_upcalls: req.upcalls.clone(),
         }))
     }
 }

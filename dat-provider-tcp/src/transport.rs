@@ -10,8 +10,9 @@ use std::time::Instant;
 use dat_core::defaults::{software_ia_attr, software_provider_attr};
 use dat_core::error::{DatError, DatResult, ErrorType, Subtype};
 use dat_core::provider::{
-    EpConfig, EpUpcalls, PostOp, SpUpcalls, SrqConfig, Transport, WorkRequest,
+    EpConfig, EpUpcalls, IaUpcalls, PostOp, SpUpcalls, SrqConfig, Transport, WorkRequest,
 };
+use dat_core::srq::CountTakes;
 use dat_core::types::{
     CloseFlags, ConnQual, CrId, EpId, IaAttr, ProviderAttr, SpId, SrqId, Timeout,
 };
@@ -27,6 +28,8 @@ pub(crate) struct TcpIa {
     pub(crate) shared: Arc<Shared>,
     pub(crate) thread: Mutex<Option<JoinHandle<()>>>,
     pub(crate) closed: AtomicBool,
+    /// Where buffers taken from an SRQ are reported (its low watermark).
+    pub(crate) ia_upcalls: Arc<dyn IaUpcalls>,
 }
 
 fn no_ep() -> DatError {
@@ -95,6 +98,7 @@ impl Transport for TcpIa {
             connect_retry: self.params().connect_retry,
         });
         engine.set_zero_copy(true);
+        let upcalls = CountTakes::wrap(upcalls, cfg.srq, &self.ia_upcalls);
         self.shared.add_ep(ep, engine, upcalls, cfg.srq);
         Ok(())
     }

@@ -753,6 +753,26 @@ impl Transport for VerbsIa {
         Ok(())
     }
 
+    /// The device watches the limit (`IBV_SRQ_LIMIT`); `IBV_EVENT_SRQ_LIMIT_REACHED` comes
+    /// back as `SrqFact::LimitReached` (`ia::device_events`).
+    fn set_srq_lw(&self, srq: SrqId, low_watermark: u32) -> DatResult<bool> {
+        let slot = read(&self.shared.srqs)
+            .get(&srq)
+            .cloned()
+            .ok_or_else(|| DatError::invalid_state(Subtype::NoSubtype))?;
+        slot.srq.set_limit(low_watermark).map_err(|e| {
+            tracing::warn!(ia = %self.name, srq = srq.0, low_watermark, error = %e, "ibv_modify_srq (limit) failed");
+            match e.raw_os_error() {
+                Some(libc::EOPNOTSUPP | libc::ENOSYS) => {
+                    DatError::new(ErrorType::ModelNotSupported, Subtype::NoSubtype)
+                }
+                Some(libc::EINVAL) => DatError::invalid_arg(2),
+                _ => DatError::new(ErrorType::InternalError, Subtype::NoSubtype),
+            }
+        })?;
+        Ok(true)
+    }
+
     fn free_srq(&self, srq: SrqId) {
         write(&self.shared.srqs).remove(&srq);
     }

@@ -345,6 +345,22 @@ impl Srq {
     pub fn as_ptr(&self) -> *mut sys::ibv_srq {
         self.srq.as_ptr()
     }
+
+    /// Arms the limit (`ibv_modify_srq` with `IBV_SRQ_LIMIT`): the device reports
+    /// `IBV_EVENT_SRQ_LIMIT_REACHED` once when fewer than `limit` receives remain, then
+    /// disarms it; 0 disarms.
+    ///
+    /// # Errors
+    /// The errno of `ibv_modify_srq` (EINVAL: above the queue's depth).
+    pub fn set_limit(&self, limit: u32) -> io::Result<()> {
+        // SAFETY: plain data; all-zero is valid.
+        let mut attr: sys::ibv_srq_attr = unsafe { std::mem::zeroed() };
+        attr.srq_limit = limit;
+        let mask = sys::ibv_srq_attr_mask::IBV_SRQ_LIMIT.0 as libc::c_int;
+        // SAFETY: the SRQ is live (destroyed only in Drop); `attr` is valid for the call.
+        let rc = unsafe { sys::ibv_modify_srq(self.srq.as_ptr(), &mut attr, mask) };
+        errno_result(rc)
+    }
 }
 
 impl Drop for Srq {

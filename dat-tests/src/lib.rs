@@ -117,6 +117,8 @@ macro_rules! conformance_suite {
             dto::preposted_recv_used,
             dto::srq_shared_receives,
             dto::srq_ep_disconnect_async_event,
+            srq::srq_low_watermark_once_per_setting,
+            srq::srq_low_watermark_set_below_fires_at_once,
             evd::dequeue_empty_exact,
             evd::wait_timeout_expired,
             evd::software_events_fifo,

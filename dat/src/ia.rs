@@ -118,6 +118,15 @@ impl IaUpcalls for IaLink {
             ia.post_async(handle, number, reason);
         }
     }
+
+    fn srq(&self, srq: dat_core::types::SrqId, fact: dat_core::provider::SrqFact) {
+        if let Some(ia) = self.0.get().and_then(Weak::upgrade) {
+            let found = ia.children().srqs.get(&srq.0).and_then(Weak::upgrade);
+            if let Some(s) = found {
+                crate::srq::on_fact(&ia, &s, fact);
+            }
+        }
+    }
 }
 
 /// An open interface adapter (`DAT_IA_HANDLE`).

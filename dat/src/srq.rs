@@ -5,11 +5,13 @@ use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
 
 use dat_core::error::Subtype;
-use dat_core::provider::{PostOp, SrqConfig, WorkRequest};
+use dat_core::evd::{AsyncHandle, reason};
+use dat_core::provider::{PostOp, SrqConfig, SrqFact, WorkRequest};
+use dat_core::srq::LowWatermark;
 use dat_core::types::{CompletionFlags, Cookie, LmrTriplet, MemPriv, SrqId};
 use dat_core::{DatError, DatResult};
 
-use crate::ia::Ia;
+use crate::ia::{Ia, IaInner};
 use crate::mem::Pz;
 use crate::sync::{lock, read};
 
@@ -39,6 +41,10 @@ pub(crate) struct SrqInner {
     pub(crate) id: SrqId,
     pz: Pz,
     attr: Mutex<SrqAttr>,
+    /// The low-watermark rule (`dat_core::srq`). Locked after `attr` and never held while
+    /// taking another facade lock (a transport's upcall reaches it after the IA's children
+    /// lock is released); `set_lw` holds it across `Transport::set_srq_lw`.
+    watermark: Mutex<LowWatermark>,
     /// DAT references: EPs created with this SRQ.
     pub(crate) refs: AtomicU32,
     freed: AtomicBool,
@@ -68,7 +74,12 @@ impl Ia {
     /// # Errors
     /// `DAT_MODEL_NOT_SUPPORTED` if the provider has no SRQs;
     /// `DAT_INVALID_HANDLE|DAT_INVALID_HANDLE_PZ` for a freed PZ;
-    /// `DAT_INVALID_PARAMETER|DAT_INVALID_ARG3` for a zero or too large depth or IOV count.
+    /// `DAT_INVALID_PARAMETER|DAT_INVALID_ARG3` for a zero or too large depth or IOV count, or a
+    /// low watermark above the depth.
+    ///
+    /// A non-zero `low_watermark` is armed as by [`Srq::set_lw`]: on the still empty queue
+    /// the event fires at once where the facade counts (reference 6.6: create with
+    /// `DAT_SRQ_LW_DEFAULT`, 0, and set it once the queue is filled).
     pub fn create_srq(&self, pz: &Pz, attr: SrqAttr) -> DatResult<Srq> {
         self.inner.check_open()?;
         if !self.inner.provider_attr.srq_supported {
@@ -83,6 +94,7 @@ impl Ia {
             || attr.max_recv_dtos > a.max_recv_per_srq
             || attr.max_recv_iov == 0
             || attr.max_recv_iov > a.max_iov_segments_per_dto
+            || attr.low_watermark > attr.max_recv_dtos
         {
             return Err(DatError::invalid_arg(3));
         }
@@ -97,7 +109,11 @@ impl Ia {
         let inner = Arc::new(SrqInner {
             id,
             pz: pz.clone(),
-            attr: Mutex::new(attr),
+            attr: Mutex::new(SrqAttr {
+                low_watermark: 0,
+                ..attr
+            }),
+            watermark: Mutex::new(LowWatermark::new()),
             refs: AtomicU32::new(0),
             freed: AtomicBool::new(false),
         });
@@ -105,8 +121,39 @@ impl Ia {
             .children()
             .srqs
             .insert(id.0, Arc::downgrade(&inner));
-        Ok(Srq { inner })
+        let srq = Srq { inner };
+        if attr.low_watermark > 0
+            && let Err(e) = srq.set_lw(attr.low_watermark)
+        {
+            srq.free_unchecked();
+            return Err(e);
+        }
+        Ok(srq)
     }
+}
+
+/// A transport's fact about `srq` (from `IaUpcalls::srq`): posts the low-watermark event on
+/// the IA's async EVD if the rule says it fires.
+pub(crate) fn on_fact(ia: &IaInner, srq: &SrqInner, fact: SrqFact) {
+    let fire = {
+        let mut w = lock(&srq.watermark);
+        match fact {
+            SrqFact::Taken(n) => w.taken(n),
+            SrqFact::LimitReached => w.limit_reached(),
+        }
+    };
+    if fire {
+        post_low_watermark(ia, srq.id);
+    }
+}
+
+fn post_low_watermark(ia: &IaInner, srq: SrqId) {
+    tracing::debug!(ia = %ia.name, srq = srq.0, "SRQ low watermark event");
+    ia.post_async(
+        AsyncHandle::Srq(srq),
+        dat_core::srq::LOW_WATERMARK_EVENT,
+        reason::SRQ_LOW_WATERMARK,
+    );
 }
 
 impl Srq {
@@ -143,7 +190,13 @@ impl Srq {
             cookie,
             flags: CompletionFlags::DEFAULT,
         };
-        ia.transport.srq_post_recv(self.inner.id, wr)
+        // Counted before the transport has it: an endpoint may take it at once.
+        lock(&self.inner.watermark).posted(1);
+        let r = ia.transport.srq_post_recv(self.inner.id, wr);
+        if r.is_err() {
+            lock(&self.inner.watermark).unposted(1);
+        }
+        r
     }
 
     /// Parameters (`dat_srq_query`).
@@ -178,17 +231,37 @@ impl Srq {
         Ok(())
     }
 
-    /// Sets the low watermark (`dat_srq_set_lw`).
+    /// Sets and arms the low watermark (`dat_srq_set_lw`): `DAT_SRQ_LOW_WATERMARK_EVENT`
+    /// goes to the IA's async EVD once, when fewer than `low_watermark` posted buffers remain
+    /// untaken — during this call if that is already so — and not again until the next
+    /// `set_lw`; 0 disarms (the rule is `dat_core::srq`).
     ///
     /// # Errors
-    /// `DAT_INVALID_PARAMETER|DAT_INVALID_ARG2` above the queue depth.
+    /// `DAT_INVALID_PARAMETER|DAT_INVALID_ARG2` above the queue depth; the transport's code
+    /// if it cannot arm its own limit (the old watermark stays).
     pub fn set_lw(&self, low_watermark: u32) -> DatResult<()> {
         self.check()?;
         let mut a = lock(&self.inner.attr);
         if low_watermark > a.max_recv_dtos {
             return Err(DatError::invalid_arg(2));
         }
+        let ia = &self.inner.pz.inner.ia;
+        let fire = {
+            // Held across the transport call: a limit it reports at once finds the rule
+            // already set.
+            let mut w = lock(&self.inner.watermark);
+            if ia.transport.set_srq_lw(self.inner.id, low_watermark)? {
+                w.set_delegated(low_watermark);
+                false
+            } else {
+                w.set(low_watermark)
+            }
+        };
         a.low_watermark = low_watermark;
+        drop(a);
+        if fire {
+            post_low_watermark(ia, self.inner.id);
+        }
         Ok(())
     }
 

@@ -26,7 +26,8 @@
 //!    our providers offer; the seed lists this code for unsupported models). It is checked
 //!    after the parameter rules: an invalid request is reported before an unsupported one.
 //!
-//! `srq_soft_hw` is not validated: no provider implements SRQ watermarks (6.6).
+//! `srq_soft_hw` is not validated: the EP high watermarks are not implemented (6.6; the SRQ low
+//! watermark is, in `crate::srq`).
 
 use crate::error::{DatError, DatResult, ErrorType, Subtype};
 use crate::types::{CompletionFlags, EpAttr, IaAttr, Qos, ServiceType};

@@ -119,6 +119,14 @@
 //!     consumed) nor on `dat_ep_free` (no handle left to report). A receive the transport
 //!     was filling when a connection broke is flushed after the fact (upcall rules of
 //!     `crate::provider`), so its completion may follow this event.
+//! 27. **SRQ low watermark** (`dat_srq_set_lw`; OFA: `DAT_NOT_IMPLEMENTED`): spec and
+//!     InfiniBand semantics, the rule in `crate::srq`. `DAT_SRQ_LOW_WATERMARK_EVENT` fires once
+//!     on the async EVD (the SRQ as `dat_handle`, reason 2) when fewer buffers than the
+//!     watermark remain posted and untaken, including at once when `dat_srq_set_lw` finds the
+//!     queue already below; it is then disarmed until the next `dat_srq_set_lw`; 0 never
+//!     fires. The event number is `DAT_ASYNC_ERROR_EP_BROKEN`, OFA's number for affiliated
+//!     events (decision 26), since the header has none for it. On verbs the device counts
+//!     (`IBV_SRQ_LIMIT`), and decides when a limit already undercut fires.
 
 use std::fmt;
 

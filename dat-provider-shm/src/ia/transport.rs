@@ -43,7 +43,7 @@ impl Transport for ShmIa {
         lock(&self.shared.state).eps.insert(
             ep,
             ShmEp {
-                upcalls,
+                upcalls: CountTakes::wrap(upcalls, cfg.srq, &self.ia_upcalls),
                 cfg: cfg.clone(),
                 recvs: VecDeque::new(),
                 conn: None,

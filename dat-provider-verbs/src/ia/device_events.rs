@@ -8,7 +8,7 @@
 //! | `DEVICE_FATAL` | `DAT_ASYNC_ERROR_IA_CATASTROPHIC`, once per IA |
 //! | `PORT_ACTIVE`, `PORT_ERR`, `LID_CHANGE`, `PKEY_CHANGE`, `SM_CHANGE`, `CLIENT_REREGISTER`, `GID_CHANGE` | no DAT event: logged (a port that goes down breaks each connection through its QP) |
 //! | `SRQ_ERR` | no DAT event the core can post: logged (the SRQ's endpoints break through their QPs) |
-//! | `SRQ_LIMIT_REACHED` | logged (`dat_srq_set_lw` does not reach the transport, so the limit is never armed) |
+//! | `SRQ_LIMIT_REACHED` (armed by `dat_srq_set_lw` through `ibv_modify_srq`) | `SrqFact::LimitReached`: the facade posts the SRQ's low-watermark event (rule in `dat_core::srq`) |
 //! | `COMM_EST`, `SQ_DRAINED`, `PATH_MIG`, `QP_LAST_WQE_REACHED` | logged (rdma_cm and the core account for them) |
 //!
 //! The context is librdmacm's, one per device for the whole process, so every IA on a device
@@ -22,7 +22,7 @@ use std::mem::MaybeUninit;
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex, Weak};
 
-use dat_core::provider::{AsyncFact, CmFact};
+use dat_core::provider::{AsyncFact, CmFact, SrqFact};
 use rdma_sys as sys;
 
 use super::{Shared, lock, read};
@@ -340,6 +340,7 @@ impl Shared {
                     tracing::error!(ia = %self.name, srq = id.0, kind = name, "SRQ in error");
                 } else {
                     tracing::debug!(ia = %self.name, srq = id.0, kind = name, "SRQ limit reached");
+                    self.upcalls.srq(id, SrqFact::LimitReached);
                 }
                 true
             }

@@ -372,17 +372,17 @@ pub fn preposted_recv_used(t: &dyn Target) -> Outcome {
 
 /// A fresh pair of sides, an SRQ on `b` and `b`'s listening PSP; a skip if the provider
 /// does not advertise SRQ support.
-struct SrqSides {
-    a: Side,
-    b: Side,
-    srq: dat::Srq,
+pub(crate) struct SrqSides {
+    pub(crate) a: Side,
+    pub(crate) b: Side,
+    pub(crate) srq: dat::Srq,
     psp: dat::Sp,
     /// Attributes for EPs on the SRQ (no receive queue of their own).
     attr: EpAttr,
 }
 
 impl SrqSides {
-    fn new(t: &dyn Target, max_recv_dtos: u32) -> Result<SrqSides, Outcome> {
+    pub(crate) fn new(t: &dyn Target, max_recv_dtos: u32) -> Result<SrqSides, Outcome> {
         let (ia_a, ia_b) = t.open_pair();
         if !ia_b.provider_attr().srq_supported {
             return Err(Outcome::Skip(
@@ -414,7 +414,7 @@ impl SrqSides {
     }
 
     /// Connects `ea` (of `a`) to `eb` (of `b`) through the PSP.
-    fn connect(&self, ea: &Ep, eb: &Ep) {
+    pub(crate) fn connect(&self, ea: &Ep, eb: &Ep) {
         crate::harness::connect_ep(ea, &self.b.addr(), self.psp.conn_qual(), b"");
         crate::harness::expect_cr(&self.b.ia, &self.b.cr, &self.psp)
             .accept(Some(eb), b"")
@@ -424,7 +424,7 @@ impl SrqSides {
     }
 
     /// A fresh EP of `a` connected to a fresh EP of `b` on the SRQ: `(a's, b's)`.
-    fn connect_srq_ep(&self) -> (Ep, Ep) {
+    pub(crate) fn connect_srq_ep(&self) -> (Ep, Ep) {
         let eb = self
             .b
             .ia

@@ -14,5 +14,6 @@ pub mod objects;
 pub mod protection;
 pub mod rdma;
 pub mod seeds;
+pub mod srq;
 pub mod stress;
 pub mod teardown;
