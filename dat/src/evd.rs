@@ -8,12 +8,14 @@
 
 use std::fmt;
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
-use std::sync::{Arc, Condvar, Mutex, Weak};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, Weak};
 use std::time::{Duration, Instant};
 
 use dat_core::cno::CnoState;
 use dat_core::error::Subtype;
-use dat_core::evd::{AsyncHandle, EvdParam, EvdQueue, Event, Push, Signal, WaitStatus};
+use dat_core::evd::{
+    AsyncHandle, DtoCompletion, EvdParam, EvdQueue, Event, Push, Signal, WaitStatus,
+};
 use dat_core::provider::Transport;
 use dat_core::types::{CnoId, EvdFlags, EvdId, EventNumber, Timeout};
 use dat_core::{DatError, DatResult};
@@ -70,40 +72,58 @@ impl EvdInner {
     /// triggering the CNO as the queue decides; an overflow raises
     /// `DAT_ASYNC_ERROR_EVD_OVERFLOW` on the IA's async EVD.
     pub(crate) fn push(&self, ev: Event, signal: Signal) {
+        self.push_with(|q| q.push(ev, signal));
+    }
+
+    /// [`EvdInner::push`] of a DTO completion (the queue's fast path for completions).
+    #[inline]
+    pub(crate) fn push_dto(&self, c: DtoCompletion, signal: Signal) {
+        self.push_with(|q| q.push_dto(c, signal));
+    }
+
+    #[inline(always)]
+    fn push_with(&self, push: impl FnOnce(&mut EvdQueue) -> Push) {
         let mut st = lock(&self.state);
         self.maybe_ready.store(true, Ordering::Release);
-        match st.q.push(ev, signal) {
-            Push::Queued { wake, trigger_cno } => {
+        match push(&mut st.q) {
+            Push::Queued {
+                wake,
+                trigger_cno: None,
+            } => {
                 if wake {
                     self.wake(&st);
                 }
-                let cno = if trigger_cno.is_some() {
-                    st.cno.clone()
-                } else {
-                    None
-                };
+            }
+            Push::Queued {
+                trigger_cno: Some(_),
+                ..
+            } => {
+                let cno = st.cno.clone();
                 drop(st);
                 if let Some(cno) = cno {
                     cno.inner.trigger(self.id);
                 }
             }
-            Push::Overflow => {
-                // A dead async EVD must wake its waiter, which then sees `WaitStatus::Dead`.
-                self.wake(&st);
-                drop(st);
-                tracing::warn!(evd = self.id.0, "EVD overflow: event dropped");
-                if !self.is_async
-                    && let Some(ia) = self.ia.upgrade()
-                {
-                    ia.post_async(AsyncHandle::Evd(self.id), EventNumber::AsyncEvdOverflow, 0);
-                }
-            }
+            Push::Overflow => self.overflowed(st),
             Push::Rejected => {
                 tracing::warn!(
                     evd = self.id.0,
                     "event of a stream this EVD does not accept"
                 );
             }
+        }
+    }
+
+    #[cold]
+    fn overflowed(&self, st: MutexGuard<'_, EvdState>) {
+        // A dead async EVD must wake its waiter, which then sees `WaitStatus::Dead`.
+        self.wake(&st);
+        drop(st);
+        tracing::warn!(evd = self.id.0, "EVD overflow: event dropped");
+        if !self.is_async
+            && let Some(ia) = self.ia.upgrade()
+        {
+            ia.post_async(AsyncHandle::Evd(self.id), EventNumber::AsyncEvdOverflow, 0);
         }
     }
 
