@@ -1,0 +1,172 @@
+//! Posts: `dat_ep_post_send`, `_recv`, `_rdma_write` and `_rdma_read`, each checked
+//! synchronously (state, flags, segment count, PZ, every local triplet, RDMA length) before
+//! its work request goes to the transport.
+
+use std::sync::atomic::Ordering;
+
+use dat_core::ep::state::{PostGate, post_gate};
+use dat_core::error::{ErrorType, Subtype};
+use dat_core::mem::SegList;
+use dat_core::provider::{PostOp, WorkRequest};
+use dat_core::types::{CompletionFlags, Cookie, DtoStatus, LmrTriplet, PzId, RmrTriplet};
+use dat_core::{DatError, DatResult};
+
+use crate::ep::{Ep, EpInner};
+use crate::ep_cell::op_index;
+
+/// Resolves the segments of a post whose other checks passed into its work request (checked
+/// against `max_iov`, the EP's PZ and the operation's privilege) and, for an RDMA, checks the
+/// length against the remote segment. The request is built in place by the caller and
+/// moves once, into the transport (a helper that returned it would move it twice more).
+#[inline(always)]
+fn resolve(
+    inner: &EpInner,
+    wr: &mut WorkRequest,
+    iov: &[LmrTriplet],
+    pz: PzId,
+    max_iov: u32,
+) -> DatResult<()> {
+    crate::sync::read(&inner.ia.mem).local_iov_into(
+        pz,
+        iov,
+        wr.op.local_privilege(),
+        max_iov,
+        &mut wr.segs,
+    )?;
+    if let PostOp::RdmaRead(r) | PostOp::RdmaWrite(r) = wr.op
+        && wr.len() > u64::from(r.segment_length)
+    {
+        return Err(DatError::new(ErrorType::LengthError, Subtype::NoSubtype));
+    }
+    Ok(())
+}
+
+impl Ep {
+    /// Posts a send of the gather list `iov` (`dat_ep_post_send`).
+    ///
+    /// # Errors
+    /// `DAT_INVALID_STATE|DAT_INVALID_STATE_EP_UNCONNECTED` unless connected (in
+    /// `DISCONNECTED` the post succeeds and completes as `DAT_DTO_ERR_FLUSHED`);
+    /// `DAT_INVALID_PARAMETER|DAT_INVALID_ARG2` for more segments than `max_request_iov`;
+    /// `DAT_INVALID_PARAMETER|DAT_INVALID_ARG5` for unknown or disallowed flags; the local
+    /// protection codes of `dat_core::mem` (`DAT_PROTECTION_VIOLATION`,
+    /// `DAT_PRIVILEGES_VIOLATION`, `DAT_INVALID_PARAMETER`); transport errors such as
+    /// `DAT_INSUFFICIENT_RESOURCES` for a full queue.
+    pub fn post_send(
+        &self,
+        iov: &[LmrTriplet],
+        cookie: Cookie,
+        flags: CompletionFlags,
+    ) -> DatResult<()> {
+        self.post(PostOp::Send, iov, cookie, flags, 5)
+    }
+
+    /// Posts a receive buffer (`dat_ep_post_recv`); allowed in every state.
+    ///
+    /// # Errors
+    /// `DAT_INVALID_STATE|DAT_INVALID_STATE_SRQ_IN_USE` on an EP that takes receives from an
+    /// SRQ; otherwise as [`Ep::post_send`] with `max_recv_iov`.
+    pub fn post_recv(
+        &self,
+        iov: &[LmrTriplet],
+        cookie: Cookie,
+        flags: CompletionFlags,
+    ) -> DatResult<()> {
+        self.post(PostOp::Recv, iov, cookie, flags, 5)
+    }
+
+    /// Posts a one-sided RDMA write of the gather list `iov` to `remote`
+    /// (`dat_ep_post_rdma_write`). The target's application is not involved.
+    ///
+    /// # Errors
+    /// As [`Ep::post_send`] (flags are argument 6), plus `DAT_LENGTH_ERROR` when the local
+    /// total exceeds `remote.segment_length`. Remote protection errors arrive as a
+    /// `DAT_DTO_ERR_REMOTE_ACCESS` completion and break the connection.
+    pub fn post_rdma_write(
+        &self,
+        iov: &[LmrTriplet],
+        cookie: Cookie,
+        remote: RmrTriplet,
+        flags: CompletionFlags,
+    ) -> DatResult<()> {
+        self.post(PostOp::RdmaWrite(remote), iov, cookie, flags, 6)
+    }
+
+    /// Posts a one-sided RDMA read of `remote` into the scatter list `iov`
+    /// (`dat_ep_post_rdma_read`).
+    ///
+    /// # Errors
+    /// As [`Ep::post_rdma_write`].
+    pub fn post_rdma_read(
+        &self,
+        iov: &[LmrTriplet],
+        cookie: Cookie,
+        remote: RmrTriplet,
+        flags: CompletionFlags,
+    ) -> DatResult<()> {
+        self.post(PostOp::RdmaRead(remote), iov, cookie, flags, 6)
+    }
+
+    // Inlined into each public post so that the operation is a constant there.
+    #[inline(always)]
+    fn post(
+        &self,
+        op: PostOp,
+        iov: &[LmrTriplet],
+        cookie: Cookie,
+        flags: CompletionFlags,
+        flags_arg: u16,
+    ) -> DatResult<()> {
+        let inner = &*self.inner;
+        // The usual post (see `ep_cell`): one word says the state, SRQ binding, flags and
+        // segment count need no further check; only the segments are checked then.
+        if let Some((pz, max_iov)) = inner
+            .core
+            .fast(op_index(op))
+            .accepts(flags, iov.len())
+            .filter(|_| !inner.freed.load(Ordering::Acquire))
+        {
+            let mut wr = WorkRequest {
+                op,
+                segs: SegList::new(),
+                cookie,
+                flags,
+            };
+            resolve(inner, &mut wr, iov, pz, max_iov)?;
+            return inner.ia.transport.post(inner.id, wr);
+        }
+        inner.check()?;
+        let recv = op == PostOp::Recv;
+        let snap = inner.core.post_snapshot();
+        let gate = post_gate(snap.state, recv)?;
+        if recv && snap.srq {
+            return Err(DatError::invalid_state(Subtype::StateSrqInUse));
+        }
+        let (allowed, max_iov) = snap.limits(op);
+        if flags.bits() & !CompletionFlags::all().bits() != 0
+            || (flags.contains(CompletionFlags::UNSIGNALLED)
+                && !allowed.contains(CompletionFlags::UNSIGNALLED))
+            || (recv && flags.contains(CompletionFlags::SUPPRESS))
+        {
+            return Err(DatError::invalid_arg(flags_arg));
+        }
+        if iov.len() > max_iov as usize {
+            return Err(DatError::invalid_arg(2));
+        }
+        let Some(pz) = snap.pz else {
+            return Err(DatError::invalid_state(Subtype::StateEpNotReady));
+        };
+        let mut wr = WorkRequest {
+            op,
+            segs: SegList::new(),
+            cookie,
+            flags,
+        };
+        resolve(inner, &mut wr, iov, pz, max_iov)?;
+        if gate == PostGate::Flush {
+            inner.deliver(wr.completion(DtoStatus::Flushed, 0));
+            return Ok(());
+        }
+        inner.ia.transport.post(inner.id, wr)
+    }
+}
