@@ -499,9 +499,38 @@ impl MemTable {
             return Err(DatError::invalid_arg(2));
         }
         for t in iov.iter().filter(|t| t.segment_length != 0) {
-            segs.push(self.local(ep_pz, t, need)?);
+            match self.try_local(ep_pz, t, need) {
+                Some(seg) => segs.push(seg),
+                None => return Err(self.local_error(ep_pz, t, need)),
+            }
         }
         Ok(())
+    }
+
+    /// The segment of a non-empty triplet if [`MemTable::local`] accepts it: the same checks,
+    /// without building the error (the post path inlines this).
+    #[inline]
+    fn try_local(&self, ep_pz: PzId, t: &LmrTriplet, need: MemPriv) -> Option<Segment> {
+        let region = self.find_lmr(t.lmr_context)?;
+        if region.pz != ep_pz || !effective(region.privs).contains(need) {
+            return None;
+        }
+        region.segment(
+            t.virtual_address,
+            u64::from(t.segment_length),
+            t.lmr_context,
+        )
+    }
+
+    /// The error [`MemTable::local`] gives for a triplet [`MemTable::try_local`] refused.
+    #[cold]
+    #[inline(never)]
+    fn local_error(&self, ep_pz: PzId, t: &LmrTriplet, need: MemPriv) -> DatError {
+        match self.local(ep_pz, t, need) {
+            Err(e) => e,
+            // Unreachable: both run the same checks.
+            Ok(_) => protection(need),
+        }
     }
 
     /// Target-side check of an incoming RDMA on an EP in `ep_pz`: the requester names `len`
