@@ -45,6 +45,10 @@ pub(crate) struct EvdInner {
     /// lock. Written under the state lock: set by whatever may queue an event or register a
     /// waiter, cleared by a dequeue that leaves the queue empty.
     maybe_ready: AtomicBool,
+    /// True while the EVD takes DTO completions and no CNO is attached: an idle EVD may then
+    /// hand a completion to the poll driving progress (`crate::handoff`). Written under the
+    /// state lock.
+    handoff_ok: AtomicBool,
     /// DAT references: EPs, service points and the IA that use this EVD.
     pub(crate) refs: AtomicU32,
     freed: AtomicBool,
@@ -75,9 +79,18 @@ impl EvdInner {
         self.push_with(|q| q.push(ev, signal));
     }
 
-    /// [`EvdInner::push`] of a DTO completion (the queue's fast path for completions).
+    /// [`EvdInner::push`] of a DTO completion (the queue's fast path for completions), or its
+    /// hand-off to a poll of this EVD driving progress on this thread when the EVD is idle
+    /// (nothing queued, no waiter, no CNO: then the event would wake nobody, trigger nothing
+    /// and be the next one dequeued).
     #[inline]
     pub(crate) fn push_dto(&self, c: DtoCompletion, signal: Signal) {
+        if !self.maybe_ready.load(Ordering::Acquire)
+            && self.handoff_ok.load(Ordering::Acquire)
+            && crate::handoff::offer(self, c)
+        {
+            return;
+        }
         self.push_with(|q| q.push_dto(c, signal));
     }
 
@@ -177,6 +190,7 @@ impl Evd {
         q: EvdQueue,
         is_async: bool,
     ) -> Evd {
+        let dto = q.flags().contains(EvdFlags::DTO);
         Evd {
             inner: Arc::new(EvdInner {
                 id: EvdId(id),
@@ -190,6 +204,7 @@ impl Evd {
                 }),
                 cond: Condvar::new(),
                 maybe_ready: AtomicBool::new(true),
+                handoff_ok: AtomicBool::new(dto),
                 refs: AtomicU32::new(0),
                 freed: AtomicBool::new(false),
                 is_async,
@@ -332,7 +347,12 @@ impl Evd {
                 other => return other,
             }
         }
-        if self.inner.transport.progress() {
+        let (progressed, handed) =
+            crate::handoff::poll(&self.inner, || self.inner.transport.progress());
+        if let Some(c) = handed {
+            return Ok(Event::dto(c));
+        }
+        if progressed {
             self.inner.dequeue_locked()
         } else {
             crate::pace::idle_poll();
@@ -437,6 +457,10 @@ impl Evd {
             lock(&c.inner.state).attach();
         }
         st.q.set_cno(cno.as_ref().map(|c| c.inner.id));
+        self.inner.handoff_ok.store(
+            cno.is_none() && st.q.flags().contains(EvdFlags::DTO),
+            Ordering::Release,
+        );
         st.cno = cno;
     }
 

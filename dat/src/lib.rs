@@ -23,6 +23,7 @@ mod ep_cell;
 mod ep_post;
 mod ep_route;
 mod evd;
+mod handoff;
 mod ia;
 mod mem;
 mod pace;
