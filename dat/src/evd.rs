@@ -87,7 +87,7 @@ impl EvdInner {
     pub(crate) fn push_dto(&self, c: DtoCompletion, signal: Signal) {
         if !self.maybe_ready.load(Ordering::Acquire)
             && self.handoff_ok.load(Ordering::Acquire)
-            && crate::handoff::offer(self, c)
+            && crate::handoff::offer::<EvdInner>(self, c)
         {
             return;
         }
@@ -348,7 +348,7 @@ impl Evd {
             }
         }
         let (progressed, handed) =
-            crate::handoff::poll(&self.inner, || self.inner.transport.progress());
+            crate::handoff::poll::<EvdInner>(&self.inner, || self.inner.transport.progress());
         if let Some(c) = handed {
             return Ok(Event::dto(c));
         }

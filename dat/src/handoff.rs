@@ -14,22 +14,19 @@ use std::cell::Cell;
 
 use dat_core::evd::DtoCompletion;
 
-use crate::evd::EvdInner;
-
 thread_local! {
     /// The EVD whose poll is driving progress on this thread (null when none), and the
     /// completion handed to it.
-    static SLOT: Cell<(*const EvdInner, Option<DtoCompletion>)> =
+    static SLOT: Cell<(*const (), Option<DtoCompletion>)> =
         const { Cell::new((std::ptr::null(), None)) };
 }
 
 /// Runs `progress` with `evd`'s poll open for a hand-off; returns what `progress` returned
-/// and the completion handed off meanwhile, if any.
+/// and the completion handed off meanwhile, if any. `evd` is only compared by address (any
+/// type will do, which the tests use): callers name the type (`poll::<EvdInner>`), so that
+/// a reference to an `Arc` is not taken for the EVD itself.
 #[inline]
-pub(crate) fn poll(
-    evd: &EvdInner,
-    progress: impl FnOnce() -> bool,
-) -> (bool, Option<DtoCompletion>) {
+pub(crate) fn poll<E>(evd: &E, progress: impl FnOnce() -> bool) -> (bool, Option<DtoCompletion>) {
     /// Closes the slot however `progress` ends (a panic included), so that no later upcall
     /// on this thread hands a completion to a poll that is over.
     struct Close;
@@ -38,22 +35,73 @@ pub(crate) fn poll(
             SLOT.set((std::ptr::null(), None));
         }
     }
-    SLOT.set((std::ptr::from_ref(evd), None));
+    SLOT.set((std::ptr::from_ref(evd).cast(), None));
     let close = Close;
     let progressed = progress();
-    let (_, got) = SLOT.get();
-    drop(close);
+    let (_, got) = SLOT.replace((std::ptr::null(), None));
+    // Closed already: the guard is only for an unwinding `progress`.
+    std::mem::forget(close);
     (progressed, got)
 }
 
 /// Hands `c` to the poll of `evd` running on this thread, if there is one and it has none
 /// yet. The caller has checked that the EVD is idle.
 #[inline]
-pub(crate) fn offer(evd: &EvdInner, c: DtoCompletion) -> bool {
+pub(crate) fn offer<E>(evd: &E, c: DtoCompletion) -> bool {
     let (want, got) = SLOT.get();
-    if std::ptr::eq(want, evd) && got.is_none() {
+    if std::ptr::eq(want, std::ptr::from_ref(evd).cast()) && got.is_none() {
         SLOT.set((want, Some(c)));
         return true;
     }
     false
+}
+
+#[cfg(test)]
+mod tests {
+    use dat_core::types::{Cookie, DtoOp, DtoStatus, EpId};
+
+    use super::*;
+
+    fn c(cookie: u64) -> DtoCompletion {
+        DtoCompletion {
+            ep: EpId(1),
+            cookie: Cookie(cookie),
+            status: DtoStatus::Success,
+            transferred_length: 8,
+            operation: DtoOp::Receive,
+            rmr_context: 0,
+        }
+    }
+
+    #[test]
+    fn only_the_first_completion_for_the_polled_evd_is_handed_off() {
+        let (evd, other) = (1u8, 2u8);
+        assert!(!offer(&evd, c(0)), "no poll running");
+        let (progressed, got) = poll(&evd, || {
+            assert!(!offer(&other, c(1)), "another EVD");
+            assert!(offer(&evd, c(2)));
+            assert!(!offer(&evd, c(3)), "the poll has one already");
+            true
+        });
+        assert!(progressed);
+        assert_eq!(got, Some(c(2)));
+        assert!(!offer(&evd, c(4)), "the poll is over");
+        assert_eq!(poll(&evd, || false), (false, None));
+    }
+
+    #[test]
+    fn a_panicking_progress_closes_the_poll() {
+        let evd = 1u8;
+        let r = std::panic::catch_unwind(|| {
+            poll(&evd, || {
+                assert!(offer(&evd, c(1)));
+                panic!("progress failed");
+            })
+        });
+        assert!(r.is_err());
+        assert!(
+            !offer(&evd, c(2)),
+            "no completion goes to a poll that is over"
+        );
+    }
 }
