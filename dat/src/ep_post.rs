@@ -26,13 +26,17 @@ fn resolve(
     pz: PzId,
     max_iov: u32,
 ) -> DatResult<()> {
-    crate::sync::read(&inner.ia.mem).local_iov_into(
-        pz,
-        iov,
-        wr.op.local_privilege(),
-        max_iov,
-        &mut wr.segs,
-    )?;
+    let mem = crate::sync::read(&inner.ia.mem);
+    // One non-empty triplet (the usual post) resolved inline.
+    if let [t] = iov
+        && t.segment_length != 0
+    {
+        wr.segs
+            .push(mem.local_nonempty(pz, t, wr.op.local_privilege())?);
+    } else {
+        mem.local_iov_into(pz, iov, wr.op.local_privilege(), max_iov, &mut wr.segs)?;
+    }
+    drop(mem);
     if let PostOp::RdmaRead(r) | PostOp::RdmaWrite(r) = wr.op
         && wr.len() > u64::from(r.segment_length)
     {
