@@ -6,9 +6,9 @@ use std::sync::atomic::Ordering;
 
 use dat_core::ep::state::{PostGate, post_gate};
 use dat_core::error::{ErrorType, Subtype};
-use dat_core::mem::SegList;
+use dat_core::mem::{MemTable, SegList};
 use dat_core::provider::{PostOp, WorkRequest};
-use dat_core::types::{CompletionFlags, Cookie, DtoStatus, LmrTriplet, PzId, RmrTriplet};
+use dat_core::types::{CompletionFlags, Cookie, DtoStatus, LmrTriplet, MemPriv, PzId, RmrTriplet};
 use dat_core::{DatError, DatResult};
 
 use crate::ep::{Ep, EpInner};
@@ -31,8 +31,10 @@ fn resolve(
     if let [t] = iov
         && t.segment_length != 0
     {
-        wr.segs
-            .push(mem.local_nonempty(pz, t, wr.op.local_privilege())?);
+        match mem.try_local(pz, t, wr.op.local_privilege()) {
+            Some(seg) => wr.segs.push(seg),
+            None => return Err(refused(&mem, pz, t, wr.op.local_privilege())),
+        }
     } else {
         mem.local_iov_into(pz, iov, wr.op.local_privilege(), max_iov, &mut wr.segs)?;
     }
@@ -43,6 +45,17 @@ fn resolve(
         return Err(DatError::new(ErrorType::LengthError, Subtype::NoSubtype));
     }
     Ok(())
+}
+
+/// The error of a triplet `MemTable::try_local` refused (out of the post's line).
+#[cold]
+#[inline(never)]
+fn refused(mem: &MemTable, pz: PzId, t: &LmrTriplet, need: MemPriv) -> DatError {
+    match mem.local(pz, t, need) {
+        Err(e) => e,
+        // Unreachable: both run the same checks.
+        Ok(_) => DatError::new(ErrorType::ProtectionViolation, Subtype::NoSubtype),
+    }
 }
 
 impl Ep {

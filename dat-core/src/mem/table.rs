@@ -507,29 +507,12 @@ impl MemTable {
         Ok(())
     }
 
-    /// [`MemTable::local`] for the post path, which calls it for a non-empty triplet: the
-    /// checks inline, the error (and the zero-length case) out of line.
-    ///
-    /// # Errors
-    /// As [`MemTable::local`].
-    #[inline]
-    pub fn local_nonempty(&self, ep_pz: PzId, t: &LmrTriplet, need: MemPriv) -> DatResult<Segment> {
-        match self.try_local(ep_pz, t, need) {
-            Some(seg) if t.segment_length != 0 => Ok(seg),
-            _ => self.local_cold(ep_pz, t, need),
-        }
-    }
-
-    #[cold]
-    #[inline(never)]
-    fn local_cold(&self, ep_pz: PzId, t: &LmrTriplet, need: MemPriv) -> DatResult<Segment> {
-        self.local(ep_pz, t, need)
-    }
-
     /// The segment of a non-empty triplet if [`MemTable::local`] accepts it: the same checks,
-    /// without building the error (the post path inlines this).
-    #[inline]
-    fn try_local(&self, ep_pz: PzId, t: &LmrTriplet, need: MemPriv) -> Option<Segment> {
+    /// without building the error, which `local` gives when this refuses (the post path
+    /// inlines this; it must not be asked about a zero-length triplet, which `local` takes
+    /// whatever its other fields hold).
+    #[inline(always)]
+    pub fn try_local(&self, ep_pz: PzId, t: &LmrTriplet, need: MemPriv) -> Option<Segment> {
         let region = self.find_lmr(t.lmr_context)?;
         if region.pz != ep_pz || !effective(region.privs).contains(need) {
             return None;
