@@ -91,6 +91,12 @@ impl EvdInner {
         {
             return;
         }
+        self.queue_dto(c, signal);
+    }
+
+    /// The queued way of [`EvdInner::push_dto`] (out of line: the hand-off is the hot path).
+    #[inline(never)]
+    fn queue_dto(&self, c: DtoCompletion, signal: Signal) {
         self.push_with(|q| q.push_dto(c, signal));
     }
 

@@ -15,10 +15,11 @@ use std::cell::Cell;
 use dat_core::evd::DtoCompletion;
 
 thread_local! {
-    /// The EVD whose poll is driving progress on this thread (null when none), and the
-    /// completion handed to it.
-    static SLOT: Cell<(*const (), Option<DtoCompletion>)> =
-        const { Cell::new((std::ptr::null(), None)) };
+    /// The EVD whose poll is driving progress on this thread and has no completion yet (null
+    /// when none).
+    static WANT: Cell<*const ()> = const { Cell::new(std::ptr::null()) };
+    /// The completion handed to that poll.
+    static GOT: Cell<Option<DtoCompletion>> = const { Cell::new(None) };
 }
 
 /// Runs `progress` with `evd`'s poll open for a hand-off; returns what `progress` returned
@@ -27,30 +28,33 @@ thread_local! {
 /// a reference to an `Arc` is not taken for the EVD itself.
 #[inline]
 pub(crate) fn poll<E>(evd: &E, progress: impl FnOnce() -> bool) -> (bool, Option<DtoCompletion>) {
-    /// Closes the slot however `progress` ends (a panic included), so that no later upcall
+    /// Closes the poll however `progress` ends (a panic included), so that no later upcall
     /// on this thread hands a completion to a poll that is over.
     struct Close;
     impl Drop for Close {
         fn drop(&mut self) {
-            SLOT.set((std::ptr::null(), None));
+            WANT.set(std::ptr::null());
+            GOT.set(None);
         }
     }
-    SLOT.set((std::ptr::from_ref(evd).cast(), None));
+    WANT.set(std::ptr::from_ref(evd).cast());
     let close = Close;
     let progressed = progress();
-    let (_, got) = SLOT.replace((std::ptr::null(), None));
+    WANT.set(std::ptr::null());
+    let got = GOT.take();
     // Closed already: the guard is only for an unwinding `progress`.
     std::mem::forget(close);
     (progressed, got)
 }
 
 /// Hands `c` to the poll of `evd` running on this thread, if there is one and it has none
-/// yet. The caller has checked that the EVD is idle.
+/// yet (the first completion closes the poll to others). The caller has checked that the
+/// EVD is idle.
 #[inline]
 pub(crate) fn offer<E>(evd: &E, c: DtoCompletion) -> bool {
-    let (want, got) = SLOT.get();
-    if std::ptr::eq(want, std::ptr::from_ref(evd).cast()) && got.is_none() {
-        SLOT.set((want, Some(c)));
+    if std::ptr::eq(WANT.get(), std::ptr::from_ref(evd).cast()) {
+        WANT.set(std::ptr::null());
+        GOT.set(Some(c));
         return true;
     }
     false
