@@ -6,7 +6,7 @@ use std::sync::atomic::Ordering;
 
 use dat_core::ep::state::{PostGate, post_gate};
 use dat_core::error::{ErrorType, Subtype};
-use dat_core::mem::{MemTable, SegList};
+use dat_core::mem::{MemTable, SegList, total_len};
 use dat_core::provider::{PostOp, WorkRequest};
 use dat_core::types::{CompletionFlags, Cookie, DtoStatus, LmrTriplet, MemPriv, PzId, RmrTriplet};
 use dat_core::{DatError, DatResult};
@@ -14,14 +14,15 @@ use dat_core::{DatError, DatResult};
 use crate::ep::{Ep, EpInner};
 use crate::ep_cell::op_index;
 
-/// Resolves the segments of a post whose other checks passed into its work request (checked
+/// Resolves the segments of a post of `op` whose other checks passed into `segs` (checked
 /// against `max_iov`, the EP's PZ and the operation's privilege) and, for an RDMA, checks the
-/// length against the remote segment. The request is built in place by the caller and
-/// moves once, into the transport (a helper that returned it would move it twice more).
+/// length against the remote segment. The caller builds the work request around `segs` in
+/// the call to the transport, so that it is written once, where the call takes it.
 #[inline(always)]
 fn resolve(
     inner: &EpInner,
-    wr: &mut WorkRequest,
+    op: PostOp,
+    segs: &mut SegList,
     iov: &[LmrTriplet],
     pz: PzId,
     max_iov: u32,
@@ -31,16 +32,16 @@ fn resolve(
     if let [t] = iov
         && t.segment_length != 0
     {
-        match mem.try_local(pz, t, wr.op.local_privilege()) {
-            Some(seg) => wr.segs.push(seg),
-            None => return Err(refused(&mem, pz, t, wr.op.local_privilege())),
+        match mem.try_local(pz, t, op.local_privilege()) {
+            Some(seg) => segs.push(seg),
+            None => return Err(refused(&mem, pz, t, op.local_privilege())),
         }
     } else {
-        mem.local_iov_into(pz, iov, wr.op.local_privilege(), max_iov, &mut wr.segs)?;
+        mem.local_iov_into(pz, iov, op.local_privilege(), max_iov, segs)?;
     }
     drop(mem);
-    if let PostOp::RdmaRead(r) | PostOp::RdmaWrite(r) = wr.op
-        && wr.len() > u64::from(r.segment_length)
+    if let PostOp::RdmaRead(r) | PostOp::RdmaWrite(r) = op
+        && total_len(segs) > u64::from(r.segment_length)
     {
         return Err(DatError::new(ErrorType::LengthError, Subtype::NoSubtype));
     }
@@ -143,13 +144,14 @@ impl Ep {
             .accepts(flags, iov.len())
             .filter(|_| !inner.freed.load(Ordering::Acquire))
         {
-            let mut wr = WorkRequest {
+            let mut segs = SegList::new();
+            resolve(inner, op, &mut segs, iov, pz, max_iov)?;
+            let wr = WorkRequest {
                 op,
-                segs: SegList::new(),
+                segs,
                 cookie,
                 flags,
             };
-            resolve(inner, &mut wr, iov, pz, max_iov)?;
             return inner.ia.transport.post(inner.id, wr);
         }
         inner.check()?;
@@ -173,13 +175,14 @@ impl Ep {
         let Some(pz) = snap.pz else {
             return Err(DatError::invalid_state(Subtype::StateEpNotReady));
         };
-        let mut wr = WorkRequest {
+        let mut segs = SegList::new();
+        resolve(inner, op, &mut segs, iov, pz, max_iov)?;
+        let wr = WorkRequest {
             op,
-            segs: SegList::new(),
+            segs,
             cookie,
             flags,
         };
-        resolve(inner, &mut wr, iov, pz, max_iov)?;
         if gate == PostGate::Flush {
             inner.deliver(wr.completion(DtoStatus::Flushed, 0));
             return Ok(());
