@@ -5,14 +5,12 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Weak};
 
 use dat_core::ep::attr::{EpLimits, default_attr, validate_attr};
-use dat_core::ep::state::{Actions, EpState, Input, Outcome, PostGate, post_gate, transition};
+use dat_core::ep::state::{Actions, EpState, Input, Outcome, transition};
 use dat_core::error::{ErrorType, Subtype};
 use dat_core::evd::{Event, EventData, Signal};
-use dat_core::mem::SegList;
-use dat_core::provider::{CmFact, Completion, EpConfig, EpUpcalls, PostOp, WorkRequest};
+use dat_core::provider::{CmFact, Completion, EpConfig, EpUpcalls};
 use dat_core::types::{
-    CloseFlags, CompletionFlags, ConnQual, Cookie, CrId, DtoStatus, EpAttr, EpId, EvdFlags,
-    IaAddress, LmrTriplet, Qos, RmrTriplet, Timeout,
+    CloseFlags, ConnQual, CrId, EpAttr, EpId, EvdFlags, IaAddress, Qos, Timeout,
 };
 use dat_core::{DatError, DatResult};
 
@@ -104,7 +102,7 @@ pub(crate) struct EpInner {
     pub(crate) id: EpId,
     pub(crate) ia: Arc<IaInner>,
     pub(crate) core: EpCell,
-    freed: AtomicBool,
+    pub(crate) freed: AtomicBool,
 }
 
 impl crate::Freeable for EpInner {
@@ -290,7 +288,7 @@ impl EpUpcalls for EpLink {
 
 impl EpInner {
     /// Queues a DTO completion on the right EVD, applying SUPPRESS and UNSIGNALLED.
-    fn deliver(&self, c: Completion) {
+    pub(crate) fn deliver(&self, c: Completion) {
         self.core.routes().deliver(c);
     }
 
@@ -704,129 +702,5 @@ impl Ep {
             return Err(DatError::invalid_arg(arg));
         }
         Ok(())
-    }
-
-    /// Posts a send of the gather list `iov` (`dat_ep_post_send`).
-    ///
-    /// # Errors
-    /// `DAT_INVALID_STATE|DAT_INVALID_STATE_EP_UNCONNECTED` unless connected (in
-    /// `DISCONNECTED` the post succeeds and completes as `DAT_DTO_ERR_FLUSHED`);
-    /// `DAT_INVALID_PARAMETER|DAT_INVALID_ARG2` for more segments than `max_request_iov`;
-    /// `DAT_INVALID_PARAMETER|DAT_INVALID_ARG5` for unknown or disallowed flags; the local
-    /// protection codes of `dat_core::mem` (`DAT_PROTECTION_VIOLATION`,
-    /// `DAT_PRIVILEGES_VIOLATION`, `DAT_INVALID_PARAMETER`); transport errors such as
-    /// `DAT_INSUFFICIENT_RESOURCES` for a full queue.
-    pub fn post_send(
-        &self,
-        iov: &[LmrTriplet],
-        cookie: Cookie,
-        flags: CompletionFlags,
-    ) -> DatResult<()> {
-        self.post(PostOp::Send, iov, cookie, flags, 5)
-    }
-
-    /// Posts a receive buffer (`dat_ep_post_recv`); allowed in every state.
-    ///
-    /// # Errors
-    /// `DAT_INVALID_STATE|DAT_INVALID_STATE_SRQ_IN_USE` on an EP that takes receives from an
-    /// SRQ; otherwise as [`Ep::post_send`] with `max_recv_iov`.
-    pub fn post_recv(
-        &self,
-        iov: &[LmrTriplet],
-        cookie: Cookie,
-        flags: CompletionFlags,
-    ) -> DatResult<()> {
-        self.post(PostOp::Recv, iov, cookie, flags, 5)
-    }
-
-    /// Posts a one-sided RDMA write of the gather list `iov` to `remote`
-    /// (`dat_ep_post_rdma_write`). The target's application is not involved.
-    ///
-    /// # Errors
-    /// As [`Ep::post_send`] (flags are argument 6), plus `DAT_LENGTH_ERROR` when the local
-    /// total exceeds `remote.segment_length`. Remote protection errors arrive as a
-    /// `DAT_DTO_ERR_REMOTE_ACCESS` completion and break the connection.
-    pub fn post_rdma_write(
-        &self,
-        iov: &[LmrTriplet],
-        cookie: Cookie,
-        remote: RmrTriplet,
-        flags: CompletionFlags,
-    ) -> DatResult<()> {
-        self.post(PostOp::RdmaWrite(remote), iov, cookie, flags, 6)
-    }
-
-    /// Posts a one-sided RDMA read of `remote` into the scatter list `iov`
-    /// (`dat_ep_post_rdma_read`).
-    ///
-    /// # Errors
-    /// As [`Ep::post_rdma_write`].
-    pub fn post_rdma_read(
-        &self,
-        iov: &[LmrTriplet],
-        cookie: Cookie,
-        remote: RmrTriplet,
-        flags: CompletionFlags,
-    ) -> DatResult<()> {
-        self.post(PostOp::RdmaRead(remote), iov, cookie, flags, 6)
-    }
-
-    // Inlined into each public post so that the operation is a constant there.
-    #[inline(always)]
-    fn post(
-        &self,
-        op: PostOp,
-        iov: &[LmrTriplet],
-        cookie: Cookie,
-        flags: CompletionFlags,
-        flags_arg: u16,
-    ) -> DatResult<()> {
-        let inner = &*self.inner;
-        inner.check()?;
-        let recv = op == PostOp::Recv;
-        let snap = inner.core.post_snapshot();
-        let gate = post_gate(snap.state, recv)?;
-        if recv && snap.srq {
-            return Err(DatError::invalid_state(Subtype::StateSrqInUse));
-        }
-        let (allowed, max_iov) = snap.limits(op);
-        if flags.bits() & !CompletionFlags::all().bits() != 0
-            || (flags.contains(CompletionFlags::UNSIGNALLED)
-                && !allowed.contains(CompletionFlags::UNSIGNALLED))
-            || (recv && flags.contains(CompletionFlags::SUPPRESS))
-        {
-            return Err(DatError::invalid_arg(flags_arg));
-        }
-        if iov.len() > max_iov as usize {
-            return Err(DatError::invalid_arg(2));
-        }
-        let Some(pz) = snap.pz else {
-            return Err(DatError::invalid_state(Subtype::StateEpNotReady));
-        };
-        // Built in place: the segments are resolved straight into the request, which then
-        // moves once, into the transport.
-        let mut wr = WorkRequest {
-            op,
-            segs: SegList::new(),
-            cookie,
-            flags,
-        };
-        crate::sync::read(&inner.ia.mem).local_iov_into(
-            pz,
-            iov,
-            op.local_privilege(),
-            max_iov,
-            &mut wr.segs,
-        )?;
-        if let PostOp::RdmaRead(r) | PostOp::RdmaWrite(r) = op
-            && wr.len() > u64::from(r.segment_length)
-        {
-            return Err(DatError::new(ErrorType::LengthError, Subtype::NoSubtype));
-        }
-        if gate == PostGate::Flush {
-            inner.deliver(wr.completion(DtoStatus::Flushed, 0));
-            return Ok(());
-        }
-        inner.ia.transport.post(inner.id, wr)
     }
 }

@@ -10,13 +10,21 @@
 //! a change was in progress. A post thus sees a consistent snapshot from before or after a
 //! concurrent change, as it would have under the mutex.
 //!
+//! Beside the sequence-locked copy, each kind of operation has a *fast word* ([`Fast`]): one
+//! atomic word that says whether a post of that kind needs no check of the state (connected,
+//! or a receive in a state that takes receives, not on an SRQ) and holds the completion flags
+//! such a post may carry, its segment limit and the PZ. A post whose arguments fit the word
+//! skips the snapshot and the state machine's gate; any other post (and every error) takes
+//! the full path, so every return code stays what the full checks give. One word is
+//! consistent by itself: no sequence number is needed to read it.
+//!
 //! The same guard keeps the completion [`Routes`] in step with the core's EVDs.
 
 use std::ops::{Deref, DerefMut};
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering, fence};
 use std::sync::{Arc, Mutex, MutexGuard};
 
-use dat_core::ep::state::EpState;
+use dat_core::ep::state::{EpState, PostGate, post_gate};
 use dat_core::provider::PostOp;
 use dat_core::types::{CompletionFlags, EpId, PzId};
 
@@ -68,6 +76,67 @@ impl PostSnapshot {
     }
 }
 
+/// The fast word of one kind of operation (module docs): bits 0-7 the completion flags a post
+/// may carry without further checks, bit 8 set when posts of this kind need no state check,
+/// bits 16-23 the segment limit (capped at 255), bits 32-63 the PZ. 0 sends every post the
+/// full way.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Fast(u64);
+
+const FAST_OPEN: u64 = 1 << 8;
+
+impl Fast {
+    /// The word of operation `op` (index of [`op_index`]) in the EP described by `s`.
+    fn of(s: &PostSnapshot, op: usize) -> Fast {
+        let recv = op == 0;
+        let open = matches!(post_gate(s.state, recv), Ok(PostGate::Transport)) && !(recv && s.srq);
+        let (Some(pz), true) = (s.pz, open) else {
+            return Fast(0);
+        };
+        let (allowed, max_iov) = match op {
+            0 => (s.recv_flags, s.max_iov[0]),
+            _ => (s.request_flags, s.max_iov[op]),
+        };
+        let mut ok = CompletionFlags::all();
+        if !allowed.contains(CompletionFlags::UNSIGNALLED) {
+            ok.remove(CompletionFlags::UNSIGNALLED);
+        }
+        if recv {
+            ok.remove(CompletionFlags::SUPPRESS);
+        }
+        Fast(
+            u64::from(ok.bits() & 0xff)
+                | FAST_OPEN
+                | u64::from(max_iov.min(255)) << 16
+                | u64::from(pz.0) << 32,
+        )
+    }
+
+    /// The PZ and segment limit of a post with `flags` and `segments` triplets if it needs
+    /// no other check than those of its segments; `None` sends it the full way.
+    #[inline]
+    pub(crate) fn accepts(self, flags: CompletionFlags, segments: usize) -> Option<(PzId, u32)> {
+        let w = self.0;
+        let max_iov = (w >> 16) as u32 & 0xff;
+        (w & FAST_OPEN != 0
+            && u64::from(flags.bits()) & !(w & 0xff) == 0
+            && segments <= max_iov as usize)
+            .then_some((PzId((w >> 32) as u32), max_iov))
+    }
+}
+
+/// The index of `op`'s fast word: receive, send, RDMA read, RDMA write (the order of
+/// [`PostSnapshot`]'s limits).
+#[inline]
+pub(crate) const fn op_index(op: PostOp) -> usize {
+    match op {
+        PostOp::Recv => 0,
+        PostOp::Send => 1,
+        PostOp::RdmaRead(_) => 2,
+        PostOp::RdmaWrite(_) => 3,
+    }
+}
+
 /// The sequence-locked copy of a [`PostSnapshot`] (all fields atomics, so a read racing a
 /// write is no data race; the sequence number tells whether the read was torn).
 #[derive(Default)]
@@ -82,6 +151,8 @@ struct PostView {
     iov_a: AtomicU64,
     /// RDMA read and write limits.
     iov_b: AtomicU64,
+    /// The fast word of each kind of operation (not part of the sequence lock).
+    fast: [AtomicU64; 4],
 }
 
 fn pair(lo: u32, hi: u32) -> u64 {
@@ -114,6 +185,9 @@ impl PostView {
         self.iov_b
             .store(pair(s.max_iov[2], s.max_iov[3]), Ordering::Relaxed);
         self.seq.store(seq.wrapping_add(2), Ordering::Release);
+        for (op, w) in self.fast.iter().enumerate() {
+            w.store(Fast::of(s, op).0, Ordering::Release);
+        }
     }
 
     /// The snapshot, or `None` if a writer was active meanwhile.
@@ -178,6 +252,12 @@ impl EpCell {
             cell: self,
             dirty: false,
         }
+    }
+
+    /// The fast word of operation `op` (see [`op_index`]).
+    #[inline]
+    pub(crate) fn fast(&self, op: usize) -> Fast {
+        Fast(self.view.fast[op].load(Ordering::Acquire))
     }
 
     /// What a post needs, without the mutex unless a change is in progress.
@@ -258,6 +338,96 @@ mod tests {
         ] {
             v.publish(&s);
             assert_eq!(v.read(), Some(s));
+        }
+    }
+
+    /// What the full post path decides before it looks at segments: `Some(pz)` if a post
+    /// of `op` with `flags` and `n` triplets goes to the transport (a copy of the checks of
+    /// `Ep::post`).
+    fn full_checks(s: &PostSnapshot, op: PostOp, flags: CompletionFlags, n: usize) -> Option<PzId> {
+        let recv = op == PostOp::Recv;
+        if post_gate(s.state, recv) != Ok(PostGate::Transport) || (recv && s.srq) {
+            return None;
+        }
+        let (allowed, max_iov) = s.limits(op);
+        if flags.bits() & !CompletionFlags::all().bits() != 0
+            || (flags.contains(CompletionFlags::UNSIGNALLED)
+                && !allowed.contains(CompletionFlags::UNSIGNALLED))
+            || (recv && flags.contains(CompletionFlags::SUPPRESS))
+            || n > max_iov as usize
+        {
+            return None;
+        }
+        s.pz
+    }
+
+    /// The fast word never lets through a post the full checks would stop or flush, and lets
+    /// through every usual one (limits below 256).
+    #[test]
+    fn the_fast_word_accepts_exactly_what_the_full_checks_pass() {
+        let r = dat_core::types::RmrTriplet {
+            rmr_context: 1,
+            virtual_address: 0,
+            segment_length: 8,
+        };
+        let ops = [
+            PostOp::Recv,
+            PostOp::Send,
+            PostOp::RdmaRead(r),
+            PostOp::RdmaWrite(r),
+        ];
+        let mut accepted = 0;
+        for &state in &EpState::ALL {
+            for (pz, srq) in [(Some(3), false), (Some(u32::MAX), true), (None, false)] {
+                for allowed in [CompletionFlags::all(), CompletionFlags::SOLICITED_WAIT] {
+                    let mut s = snapshot(state, pz, srq);
+                    s.recv_flags = allowed;
+                    s.request_flags = allowed;
+                    s.max_iov = [2, 3, 1, 300];
+                    for op in ops {
+                        let fast = Fast::of(&s, op_index(op));
+                        for bits in 0..64u32 {
+                            let flags = CompletionFlags::from_bits_retain(bits);
+                            for n in 0..5 {
+                                let want = full_checks(&s, op, flags, n);
+                                let got = fast.accepts(flags, n).map(|(pz, _)| pz);
+                                assert_eq!(
+                                    got, want,
+                                    "{state:?} {pz:?} {srq} {op:?} {bits:#x} {n}"
+                                );
+                                accepted += usize::from(got.is_some());
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        assert!(accepted > 0);
+        // A segment limit above 255 is capped in the word: more triplets take the full path.
+        let s = PostSnapshot {
+            max_iov: [1000; 4],
+            ..snapshot(EpState::Connected, Some(1), false)
+        };
+        let fast = Fast::of(&s, op_index(PostOp::Send));
+        assert_eq!(
+            fast.accepts(CompletionFlags::empty(), 255),
+            Some((PzId(1), 255))
+        );
+        assert_eq!(fast.accepts(CompletionFlags::empty(), 256), None);
+    }
+
+    #[test]
+    fn the_fast_words_follow_every_publish() {
+        let v = PostView::default();
+        v.publish(&snapshot(EpState::Connected, Some(4), false));
+        assert!(
+            Fast(v.fast[1].load(Ordering::Relaxed))
+                .accepts(CompletionFlags::empty(), 1)
+                .is_some()
+        );
+        v.publish(&snapshot(EpState::Disconnected, Some(4), false));
+        for w in &v.fast {
+            assert_eq!(w.load(Ordering::Relaxed), 0);
         }
     }
 

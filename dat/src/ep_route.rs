@@ -11,7 +11,7 @@
 use std::sync::atomic::{AtomicPtr, Ordering};
 use std::sync::{Arc, Mutex};
 
-use dat_core::evd::{DtoCompletion, Event, Signal};
+use dat_core::evd::{DtoCompletion, Signal};
 use dat_core::provider::Completion;
 use dat_core::types::{CompletionFlags, DtoOp, DtoStatus, EpId};
 
@@ -102,7 +102,7 @@ impl Routes {
         } else {
             Signal::Normal
         };
-        let ev = Event::dto(DtoCompletion {
+        let dto = DtoCompletion {
             ep: self.ep,
             cookie: c.cookie,
             status: c.status,
@@ -113,7 +113,7 @@ impl Routes {
             },
             operation: c.op,
             rmr_context: 0,
-        });
+        };
         let route = self.current();
         let evd = if c.op == DtoOp::Receive {
             &route.recv
@@ -121,7 +121,7 @@ impl Routes {
             &route.request
         };
         match evd {
-            Some(evd) => evd.push(ev, signal),
+            Some(evd) => evd.push_dto(dto, signal),
             None => tracing::warn!(
                 ep = self.ep.0,
                 ?c,

@@ -8,12 +8,14 @@
 
 use std::fmt;
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
-use std::sync::{Arc, Condvar, Mutex, Weak};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, Weak};
 use std::time::{Duration, Instant};
 
 use dat_core::cno::CnoState;
 use dat_core::error::Subtype;
-use dat_core::evd::{AsyncHandle, EvdParam, EvdQueue, Event, Push, Signal, WaitStatus};
+use dat_core::evd::{
+    AsyncHandle, DtoCompletion, EvdParam, EvdQueue, Event, Push, Signal, WaitStatus,
+};
 use dat_core::provider::Transport;
 use dat_core::types::{CnoId, EvdFlags, EvdId, EventNumber, Timeout};
 use dat_core::{DatError, DatResult};
@@ -43,6 +45,10 @@ pub(crate) struct EvdInner {
     /// lock. Written under the state lock: set by whatever may queue an event or register a
     /// waiter, cleared by a dequeue that leaves the queue empty.
     maybe_ready: AtomicBool,
+    /// True while the EVD takes DTO completions and no CNO is attached: an idle EVD may then
+    /// hand a completion to the poll driving progress (`crate::handoff`). Written under the
+    /// state lock.
+    handoff_ok: AtomicBool,
     /// DAT references: EPs, service points and the IA that use this EVD.
     pub(crate) refs: AtomicU32,
     freed: AtomicBool,
@@ -70,40 +76,73 @@ impl EvdInner {
     /// triggering the CNO as the queue decides; an overflow raises
     /// `DAT_ASYNC_ERROR_EVD_OVERFLOW` on the IA's async EVD.
     pub(crate) fn push(&self, ev: Event, signal: Signal) {
+        self.push_with(|q| q.push(ev, signal));
+    }
+
+    /// [`EvdInner::push`] of a DTO completion (the queue's fast path for completions), or its
+    /// hand-off to a poll of this EVD driving progress on this thread when the EVD is idle
+    /// (nothing queued, no waiter, no CNO: then the event would wake nobody, trigger nothing
+    /// and be the next one dequeued).
+    #[inline]
+    pub(crate) fn push_dto(&self, c: DtoCompletion, signal: Signal) {
+        if !self.maybe_ready.load(Ordering::Acquire)
+            && self.handoff_ok.load(Ordering::Acquire)
+            && crate::handoff::offer::<EvdInner>(self, c)
+        {
+            return;
+        }
+        self.queue_dto(c, signal);
+    }
+
+    /// The queued way of [`EvdInner::push_dto`] (out of line: the hand-off is the hot path).
+    #[inline(never)]
+    fn queue_dto(&self, c: DtoCompletion, signal: Signal) {
+        self.push_with(|q| q.push_dto(c, signal));
+    }
+
+    #[inline(always)]
+    fn push_with(&self, push: impl FnOnce(&mut EvdQueue) -> Push) {
         let mut st = lock(&self.state);
         self.maybe_ready.store(true, Ordering::Release);
-        match st.q.push(ev, signal) {
-            Push::Queued { wake, trigger_cno } => {
+        match push(&mut st.q) {
+            Push::Queued {
+                wake,
+                trigger_cno: None,
+            } => {
                 if wake {
                     self.wake(&st);
                 }
-                let cno = if trigger_cno.is_some() {
-                    st.cno.clone()
-                } else {
-                    None
-                };
+            }
+            Push::Queued {
+                trigger_cno: Some(_),
+                ..
+            } => {
+                let cno = st.cno.clone();
                 drop(st);
                 if let Some(cno) = cno {
                     cno.inner.trigger(self.id);
                 }
             }
-            Push::Overflow => {
-                // A dead async EVD must wake its waiter, which then sees `WaitStatus::Dead`.
-                self.wake(&st);
-                drop(st);
-                tracing::warn!(evd = self.id.0, "EVD overflow: event dropped");
-                if !self.is_async
-                    && let Some(ia) = self.ia.upgrade()
-                {
-                    ia.post_async(AsyncHandle::Evd(self.id), EventNumber::AsyncEvdOverflow, 0);
-                }
-            }
+            Push::Overflow => self.overflowed(st),
             Push::Rejected => {
                 tracing::warn!(
                     evd = self.id.0,
                     "event of a stream this EVD does not accept"
                 );
             }
+        }
+    }
+
+    #[cold]
+    fn overflowed(&self, st: MutexGuard<'_, EvdState>) {
+        // A dead async EVD must wake its waiter, which then sees `WaitStatus::Dead`.
+        self.wake(&st);
+        drop(st);
+        tracing::warn!(evd = self.id.0, "EVD overflow: event dropped");
+        if !self.is_async
+            && let Some(ia) = self.ia.upgrade()
+        {
+            ia.post_async(AsyncHandle::Evd(self.id), EventNumber::AsyncEvdOverflow, 0);
         }
     }
 
@@ -157,6 +196,7 @@ impl Evd {
         q: EvdQueue,
         is_async: bool,
     ) -> Evd {
+        let dto = q.flags().contains(EvdFlags::DTO);
         Evd {
             inner: Arc::new(EvdInner {
                 id: EvdId(id),
@@ -170,6 +210,7 @@ impl Evd {
                 }),
                 cond: Condvar::new(),
                 maybe_ready: AtomicBool::new(true),
+                handoff_ok: AtomicBool::new(dto),
                 refs: AtomicU32::new(0),
                 freed: AtomicBool::new(false),
                 is_async,
@@ -312,7 +353,12 @@ impl Evd {
                 other => return other,
             }
         }
-        if self.inner.transport.progress() {
+        let (progressed, handed) =
+            crate::handoff::poll::<EvdInner>(&self.inner, || self.inner.transport.progress());
+        if let Some(c) = handed {
+            return Ok(Event::dto(c));
+        }
+        if progressed {
             self.inner.dequeue_locked()
         } else {
             crate::pace::idle_poll();
@@ -417,6 +463,10 @@ impl Evd {
             lock(&c.inner.state).attach();
         }
         st.q.set_cno(cno.as_ref().map(|c| c.inner.id));
+        self.inner.handoff_ok.store(
+            cno.is_none() && st.q.flags().contains(EvdFlags::DTO),
+            Ordering::Release,
+        );
         st.cno = cno;
     }
 

@@ -20,8 +20,10 @@
 mod cm;
 mod ep;
 mod ep_cell;
+mod ep_post;
 mod ep_route;
 mod evd;
+mod handoff;
 mod ia;
 mod mem;
 mod pace;

@@ -293,13 +293,51 @@ impl EvdQueue {
             return Push::Overflow;
         }
         if self.queue.len() >= self.qlen as usize {
-            if self.is_async() {
-                tracing::warn!(qlen = self.qlen, "async EVD overflowed; it is now dead");
-                self.dead = true;
-            }
-            return Push::Overflow;
+            return self.overflow();
         }
         let notifies = self.notifies(&ev, signal);
+        self.enqueue(ev, notifies)
+    }
+
+    /// [`EvdQueue::push`] of a DTO completion, with the same checks in the same order and the
+    /// same outcome, but without the ones an event built from a completion passes by
+    /// construction (it is well formed, and its stream is `DTO`): the completion path of
+    /// every post runs through here.
+    #[inline]
+    pub fn push_dto(&mut self, c: DtoCompletion, signal: Signal) -> Push {
+        if !self.flags.contains(EvdFlags::DTO) {
+            tracing::debug!(flags = ?self.flags, "DTO completion rejected by EVD");
+            return Push::Rejected;
+        }
+        if self.dead {
+            return Push::Overflow;
+        }
+        if self.queue.len() >= self.qlen as usize {
+            return self.overflow();
+        }
+        // `notifies` for a DTO event: a failed completion always notifies.
+        let notifies = c.status != crate::types::DtoStatus::Success
+            || match signal {
+                Signal::Unsignalled => false,
+                Signal::Solicited => true,
+                Signal::Normal => self.mode != NotifyMode::Solicited,
+            };
+        self.enqueue(Event::dto(c), notifies)
+    }
+
+    /// A full queue: kills an async EVD (module docs).
+    #[cold]
+    fn overflow(&mut self) -> Push {
+        if self.is_async() {
+            tracing::warn!(qlen = self.qlen, "async EVD overflowed; it is now dead");
+            self.dead = true;
+        }
+        Push::Overflow
+    }
+
+    /// Queues an event that passed the checks of [`EvdQueue::push`] and says whom to notify.
+    #[inline]
+    fn enqueue(&mut self, ev: Event, notifies: bool) -> Push {
         self.queue.push_back(ev);
         match self.waiter {
             Some(threshold) => Push::Queued {

@@ -633,3 +633,76 @@ fn drain_for_removes_only_matching_events_in_order() {
     }
     assert!(q.is_empty());
 }
+
+/// `push_dto` decides exactly as `push` of the same completion as an event, in every
+/// configuration that changes a decision: stream flags, async, mode, waiter, CNO, enabled,
+/// full or dead queue, status and signal.
+#[test]
+fn push_dto_decides_as_push() {
+    let signals = [Signal::Normal, Signal::Unsignalled, Signal::Solicited];
+    let statuses = [DtoStatus::Success, DtoStatus::Flushed];
+    let flag_sets = [
+        EvdFlags::DTO,
+        EvdFlags::DTO | EvdFlags::ASYNC,
+        EvdFlags::SOFTWARE,
+        EvdFlags::CONNECTION | EvdFlags::CR,
+    ];
+    let modes = [
+        NotifyMode::Notify,
+        NotifyMode::Solicited,
+        NotifyMode::Threshold,
+    ];
+    let mut cases = 0;
+    for flags in flag_sets {
+        for mode in modes {
+            for setup in 0..6u8 {
+                for status in statuses {
+                    for signal in signals {
+                        let make = || {
+                            let mut q = queue(2, flags);
+                            q.set_notify_mode(mode);
+                            match setup {
+                                1 => q.set_cno(Some(CNO)),
+                                2 => {
+                                    q.set_cno(Some(CNO));
+                                    q.disable();
+                                }
+                                3 => q.begin_wait(1, true).unwrap(),
+                                4 => {
+                                    // Full (and for an async EVD, dead after one more).
+                                    let _ = q.push(ok(1), Signal::Normal);
+                                    let _ = q.push(ok(2), Signal::Normal);
+                                    let _ = q.push(ok(3), Signal::Normal);
+                                }
+                                5 => q.begin_wait(2, true).unwrap(),
+                                _ => {}
+                            }
+                            q
+                        };
+                        let (mut a, mut b) = (make(), make());
+                        let c = DtoCompletion {
+                            ep: EpId(3),
+                            cookie: Cookie(77),
+                            status,
+                            transferred_length: 8,
+                            operation: DtoOp::Send,
+                            rmr_context: 0,
+                        };
+                        let want = a.push(Event::dto(c), signal);
+                        assert_eq!(
+                            b.push_dto(c, signal),
+                            want,
+                            "{flags:?} {mode:?} setup {setup} {status:?} {signal:?}"
+                        );
+                        assert_eq!((a.len(), a.is_dead()), (b.len(), b.is_dead()));
+                        a.end_wait();
+                        b.end_wait();
+                        assert_eq!(a.dequeue(), b.dequeue());
+                        cases += 1;
+                    }
+                }
+            }
+        }
+    }
+    assert_eq!(cases, 4 * 3 * 6 * 2 * 3);
+}

@@ -55,6 +55,20 @@ impl KeyGen {
             .find(|&k| k != 0 && !live(k) && !self.recent_set.contains(&k))
     }
 
+    /// [`KeyGen::next`] with the low `bits` bits fixed to `low` (the rest random): a key that
+    /// names its own slot in a direct-indexed table.
+    pub(crate) fn next_with_low(
+        &mut self,
+        low: u32,
+        bits: u32,
+        live: impl Fn(u32) -> bool,
+    ) -> Option<u32> {
+        let mask = (1u32 << bits) - 1;
+        (0..TRIES)
+            .map(|_| self.rng.next_u32() & !mask | low & mask)
+            .find(|&k| k != 0 && !live(k) && !self.recent_set.contains(&k))
+    }
+
     /// Takes a key out of use; it will not be handed out again for a while.
     pub(crate) fn retire(&mut self, key: u32) {
         if !self.recent_set.insert(key) {
@@ -109,6 +123,29 @@ mod tests {
 
         // Everything live: no key, no endless loop.
         assert_eq!(KeyGen::from_seed(7).next(|_| true), None);
+    }
+
+    #[test]
+    fn keys_with_fixed_low_bits_keep_them_and_stay_random_above() {
+        let mut g = KeyGen::from_seed(3);
+        let mut seen = HashSet::new();
+        for _ in 0..500 {
+            let k = g.next_with_low(0x2a5, 12, |_| false).unwrap();
+            assert_eq!(k & 0xfff, 0x2a5);
+            seen.insert(k >> 12);
+        }
+        assert!(seen.len() > 480, "{}", seen.len());
+        // Slot 0: never the key 0; retired and live keys are skipped as by `next`.
+        let mut g = KeyGen::from_seed(3);
+        for _ in 0..1000 {
+            assert_ne!(g.next_with_low(0, 12, |_| false), Some(0));
+        }
+        let mut peek = KeyGen::from_seed(5);
+        let k1 = peek.next_with_low(7, 12, |_| false).unwrap();
+        let mut g = KeyGen::from_seed(5);
+        g.retire(k1);
+        assert_ne!(g.next_with_low(7, 12, |_| false), Some(k1));
+        assert_eq!(KeyGen::from_seed(5).next_with_low(7, 12, |_| true), None);
     }
 
     #[test]

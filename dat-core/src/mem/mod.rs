@@ -10,6 +10,7 @@
 //!   providers. Its module documentation lists the return code of every rule.
 
 pub mod buffer;
+mod direct;
 mod keys;
 pub mod segment;
 pub mod table;

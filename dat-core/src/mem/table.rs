@@ -12,7 +12,10 @@
 //!   never be named by a non-empty segment.
 //! * A VA registration whose `address + length` does not fit in 64 bits →
 //!   `DAT_INVALID_PARAMETER | DAT_INVALID_ARG3` (region description).
-//! * An `rmr_context` is generated only when a remote privilege was requested.
+//! * An `rmr_context` is generated only when a remote privilege was requested; it is random
+//!   in all 32 bits. An `lmr_context` this table draws names a slot of its direct index in its
+//!   low 12 bits, the other 20 random (it only ever names memory to this process's own
+//!   posts; see the `direct` module).
 //!
 //! Deregistration (`dat_lmr_free`, [`MemTable::deregister`]):
 //! * Unknown `lmr_context` → `DAT_INVALID_HANDLE | DAT_INVALID_HANDLE_LMR`.
@@ -64,6 +67,7 @@ use std::fmt;
 use std::sync::Arc;
 
 use super::buffer::Buffer;
+use super::direct::{Direct, SLOT_BITS};
 use super::keys::KeyGen;
 use super::segment::{SegList, Segment};
 use crate::error::{DatError, DatResult, ErrorType, Subtype};
@@ -144,6 +148,8 @@ struct Binding {
 /// `RmrId` → binding. See the [module documentation](self) for the rules and codes.
 pub struct MemTable {
     lmrs: IdMap<u32, Arc<Region>>,
+    /// The same LMRs by key slot, for the post path.
+    direct: Direct,
     rkeys: IdMap<u32, Arc<Region>>,
     rmrs: IdMap<RmrId, Binding>,
     keys: KeyGen,
@@ -236,6 +242,7 @@ impl MemTable {
     fn with_keys(keys: KeyGen) -> MemTable {
         MemTable {
             lmrs: IdMap::default(),
+            direct: Direct::default(),
             rkeys: IdMap::default(),
             rmrs: IdMap::default(),
             keys,
@@ -275,7 +282,17 @@ impl MemTable {
     }
 
     fn fresh_keys(&mut self, privs: MemPriv) -> DatResult<(u32, Option<u32>)> {
-        let lmr_context = self.fresh_key()?;
+        let lmr_context = match self.direct.free_slot() {
+            Some(slot) => {
+                let (lmrs, rkeys) = (&self.lmrs, &self.rkeys);
+                self.keys
+                    .next_with_low(slot, SLOT_BITS, |k| {
+                        lmrs.contains_key(&k) || rkeys.contains_key(&k)
+                    })
+                    .ok_or(NO_KEY)?
+            }
+            None => self.fresh_key()?,
+        };
         let rmr_context = if privs.is_remote() {
             // `lmr_context` is not inserted yet: keep the two keys distinct explicitly.
             let (lmrs, rkeys) = (&self.lmrs, &self.rkeys);
@@ -370,6 +387,7 @@ impl MemTable {
             rmr: None,
         });
         self.lmrs.insert(lmr_context, Arc::clone(&region));
+        self.direct.insert(&region);
         if let Some(r) = rmr_context {
             self.rkeys.insert(r, Arc::clone(&region));
         }
@@ -393,6 +411,7 @@ impl MemTable {
             .lmrs
             .remove(&lmr_context)
             .ok_or(DatError::invalid_handle(Subtype::InvalidHandleLmr))?;
+        self.direct.remove(lmr_context);
         self.keys.retire(lmr_context);
         if let Some(r) = region.rmr_context {
             self.rkeys.remove(&r);
@@ -424,8 +443,7 @@ impl MemTable {
             });
         }
         let region = self
-            .lmrs
-            .get(&t.lmr_context)
+            .find_lmr(t.lmr_context)
             .ok_or_else(|| protection(need))?;
         if region.pz != ep_pz {
             return Err(protection(need));
@@ -481,9 +499,40 @@ impl MemTable {
             return Err(DatError::invalid_arg(2));
         }
         for t in iov.iter().filter(|t| t.segment_length != 0) {
-            segs.push(self.local(ep_pz, t, need)?);
+            match self.try_local(ep_pz, t, need) {
+                Some(seg) => segs.push(seg),
+                None => return Err(self.local_error(ep_pz, t, need)),
+            }
         }
         Ok(())
+    }
+
+    /// The segment of a non-empty triplet if [`MemTable::local`] accepts it: the same checks,
+    /// without building the error, which `local` gives when this refuses (the post path
+    /// inlines this; it must not be asked about a zero-length triplet, which `local` takes
+    /// whatever its other fields hold).
+    #[inline(always)]
+    pub fn try_local(&self, ep_pz: PzId, t: &LmrTriplet, need: MemPriv) -> Option<Segment> {
+        let region = self.find_lmr(t.lmr_context)?;
+        if region.pz != ep_pz || !effective(region.privs).contains(need) {
+            return None;
+        }
+        region.segment(
+            t.virtual_address,
+            u64::from(t.segment_length),
+            t.lmr_context,
+        )
+    }
+
+    /// The error [`MemTable::local`] gives for a triplet [`MemTable::try_local`] refused.
+    #[cold]
+    #[inline(never)]
+    fn local_error(&self, ep_pz: PzId, t: &LmrTriplet, need: MemPriv) -> DatError {
+        match self.local(ep_pz, t, need) {
+            Err(e) => e,
+            // Unreachable: both run the same checks.
+            Ok(_) => protection(need),
+        }
     }
 
     /// Target-side check of an incoming RDMA on an EP in `ep_pz`: the requester names `len`
@@ -699,6 +748,15 @@ impl MemTable {
         if let Some(b) = self.rmrs.remove(&rmr) {
             self.rkeys.remove(&b.rmr_context);
             self.keys.retire(b.rmr_context);
+        }
+    }
+
+    /// The live LMR with this key: from its slot, else from the map.
+    #[inline]
+    fn find_lmr(&self, lmr_context: u32) -> Option<&Arc<Region>> {
+        match self.direct.get(lmr_context) {
+            Some(r) => Some(r),
+            None => self.lmrs.get(&lmr_context),
         }
     }
 

@@ -469,3 +469,131 @@ fn table_and_segments_can_be_shared_between_threads() {
     assert_send_sync::<Segment>();
     assert_send_sync::<SegList>();
 }
+
+/// The direct index behind `local`: a freed LMR's key is refused with the code of an unknown
+/// key even once its slot holds a new LMR, a key of the right slot but another generation is
+/// refused, and LMRs beyond the index's slots, or with transport keys whose slots are taken,
+/// resolve through the map as before.
+#[test]
+fn stale_and_foreign_keys_are_refused_through_the_direct_index() {
+    let need = MemPriv::LOCAL_READ;
+    let mut t = MemTable::with_seed(11);
+    let old = t
+        .register(LmrId(1), PZ, buf64(), RW, VaType::ZeroBased)
+        .unwrap();
+    t.deregister(old.lmr_context).unwrap();
+    // Fill every slot so that the stale key's slot is taken by a live LMR.
+    let mut live = Vec::new();
+    for i in 0..4200u32 {
+        let r = t
+            .register(LmrId(10 + i), PZ, buf64(), RW, VaType::ZeroBased)
+            .unwrap();
+        live.push(r);
+    }
+    assert_eq!(
+        t.local(PZ, &trip(0, 8, old.lmr_context), need).unwrap_err(),
+        prot(Subtype::ProtectionRead)
+    );
+    for r in &live {
+        let seg = t.local(PZ, &trip(8, 4, r.lmr_context), need).unwrap();
+        assert_eq!((seg.offset, seg.lkey), (8, r.lmr_context));
+        let other_gen = r.lmr_context ^ 0x8000_0000;
+        if t.lmr(other_gen).is_none() {
+            assert_eq!(
+                t.local(PZ, &trip(8, 4, other_gen), need).unwrap_err(),
+                prot(Subtype::ProtectionRead)
+            );
+        }
+    }
+    // Free some, register again: still every key resolves to its own LMR.
+    for r in live.drain(..100) {
+        t.deregister(r.lmr_context).unwrap();
+        assert!(t.local(PZ, &trip(0, 1, r.lmr_context), need).is_err());
+    }
+    let again = t
+        .register(LmrId(9000), PZ, buf64(), RW, VaType::ZeroBased)
+        .unwrap();
+    assert!(Arc::ptr_eq(&t.lmr(again.lmr_context).unwrap(), &again));
+    assert!(t.local(PZ, &trip(0, 64, again.lmr_context), need).is_ok());
+}
+
+#[test]
+fn transport_keys_sharing_a_slot_each_resolve_to_their_own_lmr() {
+    let need = MemPriv::LOCAL_WRITE;
+    let mut t = MemTable::with_seed(12);
+    // Two verbs-style keys with the same low bits (same slot).
+    let a = t
+        .register_with_keys(LmrId(1), PZ, buf64(), RW, VaType::Va, 0x0000_1105, None)
+        .unwrap();
+    let b = t
+        .register_with_keys(
+            LmrId(2),
+            OTHER_PZ,
+            buf64(),
+            RW,
+            VaType::Va,
+            0x0007_7105,
+            None,
+        )
+        .unwrap();
+    assert_eq!(
+        t.local(PZ, &trip(a.start, 8, a.lmr_context), need)
+            .unwrap()
+            .lkey,
+        a.lmr_context
+    );
+    assert_eq!(
+        t.local(OTHER_PZ, &trip(b.start, 8, b.lmr_context), need)
+            .unwrap()
+            .lkey,
+        b.lmr_context
+    );
+    // Each key only in its own PZ.
+    assert_eq!(
+        t.local(PZ, &trip(b.start, 8, b.lmr_context), need)
+            .unwrap_err(),
+        prot(Subtype::ProtectionWrite)
+    );
+    t.deregister(a.lmr_context).unwrap();
+    assert_eq!(
+        t.local(PZ, &trip(a.start, 8, a.lmr_context), need)
+            .unwrap_err(),
+        prot(Subtype::ProtectionWrite)
+    );
+    assert!(
+        t.local(OTHER_PZ, &trip(b.start, 8, b.lmr_context), need)
+            .is_ok()
+    );
+}
+
+/// The post path's inline check accepts what `local` accepts, with the same segment, for
+/// every rule.
+#[test]
+fn try_local_agrees_with_local() {
+    let mut t = MemTable::with_seed(13);
+    let [r, ro] = [(1, MemPriv::LOCAL_WRITE), (2, MemPriv::LOCAL_READ)].map(|(id, privs)| {
+        t.register(LmrId(id), PZ, buf64(), privs, VaType::ZeroBased)
+            .unwrap()
+    });
+    let key = r.lmr_context;
+    let cases = [
+        trip(0, 64, key),
+        trip(8, 4, key),
+        trip(60, 5, key),
+        trip(u64::MAX, 2, key),
+        trip(0, 8, key ^ 1),
+        trip(0, 8, ro.lmr_context),
+    ];
+    for pz in [PZ, OTHER_PZ] {
+        for need in [MemPriv::LOCAL_READ, MemPriv::LOCAL_WRITE] {
+            for c in &cases {
+                let show = |s: Segment| (s.offset, s.len, s.lkey, s.addr);
+                assert_eq!(
+                    t.try_local(pz, c, need).map(show),
+                    t.local(pz, c, need).ok().map(show),
+                    "{c:?} {pz:?} {need:?}"
+                );
+            }
+        }
+    }
+}

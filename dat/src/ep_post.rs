@@ -1,0 +1,192 @@
+//! Posts: `dat_ep_post_send`, `_recv`, `_rdma_write` and `_rdma_read`, each checked
+//! synchronously (state, flags, segment count, PZ, every local triplet, RDMA length) before
+//! its work request goes to the transport.
+
+use std::sync::atomic::Ordering;
+
+use dat_core::ep::state::{PostGate, post_gate};
+use dat_core::error::{ErrorType, Subtype};
+use dat_core::mem::{MemTable, SegList, total_len};
+use dat_core::provider::{PostOp, WorkRequest};
+use dat_core::types::{CompletionFlags, Cookie, DtoStatus, LmrTriplet, MemPriv, PzId, RmrTriplet};
+use dat_core::{DatError, DatResult};
+
+use crate::ep::{Ep, EpInner};
+use crate::ep_cell::op_index;
+
+/// Resolves the segments of a post of `op` whose other checks passed into `segs` (checked
+/// against `max_iov`, the EP's PZ and the operation's privilege) and, for an RDMA, checks the
+/// length against the remote segment. The caller builds the work request around `segs` in
+/// the call to the transport, so that it is written once, where the call takes it.
+#[inline(always)]
+fn resolve(
+    inner: &EpInner,
+    op: PostOp,
+    segs: &mut SegList,
+    iov: &[LmrTriplet],
+    pz: PzId,
+    max_iov: u32,
+) -> DatResult<()> {
+    let mem = crate::sync::read(&inner.ia.mem);
+    // One non-empty triplet (the usual post) resolved inline.
+    if let [t] = iov
+        && t.segment_length != 0
+    {
+        match mem.try_local(pz, t, op.local_privilege()) {
+            Some(seg) => segs.push(seg),
+            None => return Err(refused(&mem, pz, t, op.local_privilege())),
+        }
+    } else {
+        mem.local_iov_into(pz, iov, op.local_privilege(), max_iov, segs)?;
+    }
+    drop(mem);
+    if let PostOp::RdmaRead(r) | PostOp::RdmaWrite(r) = op
+        && total_len(segs) > u64::from(r.segment_length)
+    {
+        return Err(DatError::new(ErrorType::LengthError, Subtype::NoSubtype));
+    }
+    Ok(())
+}
+
+/// The error of a triplet `MemTable::try_local` refused (out of the post's line).
+#[cold]
+#[inline(never)]
+fn refused(mem: &MemTable, pz: PzId, t: &LmrTriplet, need: MemPriv) -> DatError {
+    match mem.local(pz, t, need) {
+        Err(e) => e,
+        // Unreachable: both run the same checks.
+        Ok(_) => DatError::new(ErrorType::ProtectionViolation, Subtype::NoSubtype),
+    }
+}
+
+impl Ep {
+    /// Posts a send of the gather list `iov` (`dat_ep_post_send`).
+    ///
+    /// # Errors
+    /// `DAT_INVALID_STATE|DAT_INVALID_STATE_EP_UNCONNECTED` unless connected (in
+    /// `DISCONNECTED` the post succeeds and completes as `DAT_DTO_ERR_FLUSHED`);
+    /// `DAT_INVALID_PARAMETER|DAT_INVALID_ARG2` for more segments than `max_request_iov`;
+    /// `DAT_INVALID_PARAMETER|DAT_INVALID_ARG5` for unknown or disallowed flags; the local
+    /// protection codes of `dat_core::mem` (`DAT_PROTECTION_VIOLATION`,
+    /// `DAT_PRIVILEGES_VIOLATION`, `DAT_INVALID_PARAMETER`); transport errors such as
+    /// `DAT_INSUFFICIENT_RESOURCES` for a full queue.
+    pub fn post_send(
+        &self,
+        iov: &[LmrTriplet],
+        cookie: Cookie,
+        flags: CompletionFlags,
+    ) -> DatResult<()> {
+        self.post(PostOp::Send, iov, cookie, flags, 5)
+    }
+
+    /// Posts a receive buffer (`dat_ep_post_recv`); allowed in every state.
+    ///
+    /// # Errors
+    /// `DAT_INVALID_STATE|DAT_INVALID_STATE_SRQ_IN_USE` on an EP that takes receives from an
+    /// SRQ; otherwise as [`Ep::post_send`] with `max_recv_iov`.
+    pub fn post_recv(
+        &self,
+        iov: &[LmrTriplet],
+        cookie: Cookie,
+        flags: CompletionFlags,
+    ) -> DatResult<()> {
+        self.post(PostOp::Recv, iov, cookie, flags, 5)
+    }
+
+    /// Posts a one-sided RDMA write of the gather list `iov` to `remote`
+    /// (`dat_ep_post_rdma_write`). The target's application is not involved.
+    ///
+    /// # Errors
+    /// As [`Ep::post_send`] (flags are argument 6), plus `DAT_LENGTH_ERROR` when the local
+    /// total exceeds `remote.segment_length`. Remote protection errors arrive as a
+    /// `DAT_DTO_ERR_REMOTE_ACCESS` completion and break the connection.
+    pub fn post_rdma_write(
+        &self,
+        iov: &[LmrTriplet],
+        cookie: Cookie,
+        remote: RmrTriplet,
+        flags: CompletionFlags,
+    ) -> DatResult<()> {
+        self.post(PostOp::RdmaWrite(remote), iov, cookie, flags, 6)
+    }
+
+    /// Posts a one-sided RDMA read of `remote` into the scatter list `iov`
+    /// (`dat_ep_post_rdma_read`).
+    ///
+    /// # Errors
+    /// As [`Ep::post_rdma_write`].
+    pub fn post_rdma_read(
+        &self,
+        iov: &[LmrTriplet],
+        cookie: Cookie,
+        remote: RmrTriplet,
+        flags: CompletionFlags,
+    ) -> DatResult<()> {
+        self.post(PostOp::RdmaRead(remote), iov, cookie, flags, 6)
+    }
+
+    // Inlined into each public post so that the operation is a constant there.
+    #[inline(always)]
+    fn post(
+        &self,
+        op: PostOp,
+        iov: &[LmrTriplet],
+        cookie: Cookie,
+        flags: CompletionFlags,
+        flags_arg: u16,
+    ) -> DatResult<()> {
+        let inner = &*self.inner;
+        // The usual post (see `ep_cell`): one word says the state, SRQ binding, flags and
+        // segment count need no further check; only the segments are checked then.
+        if let Some((pz, max_iov)) = inner
+            .core
+            .fast(op_index(op))
+            .accepts(flags, iov.len())
+            .filter(|_| !inner.freed.load(Ordering::Acquire))
+        {
+            let mut segs = SegList::new();
+            resolve(inner, op, &mut segs, iov, pz, max_iov)?;
+            let wr = WorkRequest {
+                op,
+                segs,
+                cookie,
+                flags,
+            };
+            return inner.ia.transport.post(inner.id, wr);
+        }
+        inner.check()?;
+        let recv = op == PostOp::Recv;
+        let snap = inner.core.post_snapshot();
+        let gate = post_gate(snap.state, recv)?;
+        if recv && snap.srq {
+            return Err(DatError::invalid_state(Subtype::StateSrqInUse));
+        }
+        let (allowed, max_iov) = snap.limits(op);
+        if flags.bits() & !CompletionFlags::all().bits() != 0
+            || (flags.contains(CompletionFlags::UNSIGNALLED)
+                && !allowed.contains(CompletionFlags::UNSIGNALLED))
+            || (recv && flags.contains(CompletionFlags::SUPPRESS))
+        {
+            return Err(DatError::invalid_arg(flags_arg));
+        }
+        if iov.len() > max_iov as usize {
+            return Err(DatError::invalid_arg(2));
+        }
+        let Some(pz) = snap.pz else {
+            return Err(DatError::invalid_state(Subtype::StateEpNotReady));
+        };
+        let mut segs = SegList::new();
+        resolve(inner, op, &mut segs, iov, pz, max_iov)?;
+        let wr = WorkRequest {
+            op,
+            segs,
+            cookie,
+            flags,
+        };
+        if gate == PostGate::Flush {
+            inner.deliver(wr.completion(DtoStatus::Flushed, 0));
+            return Ok(());
+        }
+        inner.ia.transport.post(inner.id, wr)
+    }
+}

@@ -1,0 +1,111 @@
+//! Hand-off of a completion to the poll that is driving progress for it.
+//!
+//! A busy poll (`dat_evd_dequeue` on an empty EVD) drives the transport on its own thread,
+//! which reports the completion it finds through an upcall on that same thread: queued on
+//! the EVD under its lock, then taken off again under the lock by the same poll. When the
+//! EVD is idle (nothing queued, no waiter, no CNO attached: its `maybe_ready` flag clear), the
+//! upcall hands the first such completion straight to the poll instead, through a
+//! thread-local slot, and the poll returns it: what the queue would have returned, without
+//! the second lock, the push and the pop. Any other completion (a second one for the same
+//! EVD, one for another EVD, or one found by another thread) is queued as before, after the
+//! handed-off one, so the order of completions is kept.
+
+use std::cell::Cell;
+
+use dat_core::evd::DtoCompletion;
+
+thread_local! {
+    /// The EVD whose poll is driving progress on this thread and has no completion yet (null
+    /// when none).
+    static WANT: Cell<*const ()> = const { Cell::new(std::ptr::null()) };
+    /// The completion handed to that poll.
+    static GOT: Cell<Option<DtoCompletion>> = const { Cell::new(None) };
+}
+
+/// Runs `progress` with `evd`'s poll open for a hand-off; returns what `progress` returned
+/// and the completion handed off meanwhile, if any. `evd` is only compared by address (any
+/// type will do, which the tests use): callers name the type (`poll::<EvdInner>`), so that
+/// a reference to an `Arc` is not taken for the EVD itself.
+#[inline]
+pub(crate) fn poll<E>(evd: &E, progress: impl FnOnce() -> bool) -> (bool, Option<DtoCompletion>) {
+    /// Closes the poll however `progress` ends (a panic included), so that no later upcall
+    /// on this thread hands a completion to a poll that is over.
+    struct Close;
+    impl Drop for Close {
+        fn drop(&mut self) {
+            WANT.set(std::ptr::null());
+            GOT.set(None);
+        }
+    }
+    WANT.set(std::ptr::from_ref(evd).cast());
+    let close = Close;
+    let progressed = progress();
+    WANT.set(std::ptr::null());
+    let got = GOT.take();
+    // Closed already: the guard is only for an unwinding `progress`.
+    std::mem::forget(close);
+    (progressed, got)
+}
+
+/// Hands `c` to the poll of `evd` running on this thread, if there is one and it has none
+/// yet (the first completion closes the poll to others). The caller has checked that the
+/// EVD is idle.
+#[inline]
+pub(crate) fn offer<E>(evd: &E, c: DtoCompletion) -> bool {
+    if std::ptr::eq(WANT.get(), std::ptr::from_ref(evd).cast()) {
+        WANT.set(std::ptr::null());
+        GOT.set(Some(c));
+        return true;
+    }
+    false
+}
+
+#[cfg(test)]
+mod tests {
+    use dat_core::types::{Cookie, DtoOp, DtoStatus, EpId};
+
+    use super::*;
+
+    fn c(cookie: u64) -> DtoCompletion {
+        DtoCompletion {
+            ep: EpId(1),
+            cookie: Cookie(cookie),
+            status: DtoStatus::Success,
+            transferred_length: 8,
+            operation: DtoOp::Receive,
+            rmr_context: 0,
+        }
+    }
+
+    #[test]
+    fn only_the_first_completion_for_the_polled_evd_is_handed_off() {
+        let (evd, other) = (1u8, 2u8);
+        assert!(!offer(&evd, c(0)), "no poll running");
+        let (progressed, got) = poll(&evd, || {
+            assert!(!offer(&other, c(1)), "another EVD");
+            assert!(offer(&evd, c(2)));
+            assert!(!offer(&evd, c(3)), "the poll has one already");
+            true
+        });
+        assert!(progressed);
+        assert_eq!(got, Some(c(2)));
+        assert!(!offer(&evd, c(4)), "the poll is over");
+        assert_eq!(poll(&evd, || false), (false, None));
+    }
+
+    #[test]
+    fn a_panicking_progress_closes_the_poll() {
+        let evd = 1u8;
+        let r = std::panic::catch_unwind(|| {
+            poll(&evd, || {
+                assert!(offer(&evd, c(1)));
+                panic!("progress failed");
+            })
+        });
+        assert!(r.is_err());
+        assert!(
+            !offer(&evd, c(2)),
+            "no completion goes to a poll that is over"
+        );
+    }
+}
