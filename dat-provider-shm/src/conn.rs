@@ -42,7 +42,7 @@ use dat_core::mem::{MemTable, SegList, Segment};
 use dat_core::provider::{
     CmFact, Completion, ConnRequest, EpUpcalls, PostOp, SpUpcalls, WorkRequest,
 };
-use dat_core::types::{CompletionFlags, DtoStatus, MemPriv, PzId};
+use dat_core::types::{CompletionFlags, Cookie, DtoOp, DtoStatus, MemPriv, PzId};
 
 use crate::copy;
 use crate::ring::{Consumer, Incoming, Producer, Rec, store_load_fence};
@@ -99,13 +99,39 @@ pub struct EpView<'a> {
     pub recvs: &'a mut VecDeque<WorkRequest>,
 }
 
-/// A request whose records are all in the ring, not completed yet.
+/// A request whose records are all in the ring, not completed yet: what its completion
+/// needs (32 bytes). Its work request is let go of once pushed, unless the ring names its
+/// memory (see `held`).
 #[derive(Clone, Copy, Debug)]
 struct Sent {
     /// Index after its last record: it is complete once the target's head reaches it.
     end: u64,
+    cookie: Cookie,
+    /// Its length (what a success reports).
+    len: u32,
+    flags: CompletionFlags,
+    op: DtoOp,
     /// It completes with the target's data (an RDMA read through the ring), not the head.
     by_data: bool,
+    /// Its work request waits in [`DataPath::held`]: the peer may copy from or into its
+    /// memory by cross-memory attach, or the data of a read is to be placed there.
+    held: bool,
+}
+
+impl Sent {
+    fn quiet(&self) -> bool {
+        self.flags.contains(CompletionFlags::SUPPRESS)
+    }
+
+    fn completion(&self, status: DtoStatus, transferred: u32) -> Completion {
+        Completion {
+            cookie: self.cookie,
+            status,
+            transferred_length: transferred,
+            op: self.op,
+            flags: self.flags,
+        }
+    }
 }
 
 /// The rings of a connected (or connecting) pair, and the work in flight on them.
@@ -122,10 +148,13 @@ pub struct DataPath {
     pub cma_out: bool,
     /// We may attach to the peer's memory (we serve its address-carrying requests).
     pub cma_in: bool,
-    /// Requests posted and not completed, oldest first: the first `sent.len()` are in the
-    /// ring, the next one may be partly there (`tx_pos`).
-    reqs: VecDeque<WorkRequest>,
+    /// Requests posted and not wholly in the ring yet, oldest first; the first one may be
+    /// partly there (`tx_pos`).
+    unsent: VecDeque<WorkRequest>,
+    /// Requests wholly in the ring and not completed, oldest first (they precede `unsent`).
     sent: VecDeque<Sent>,
+    /// The work requests of the entries of `sent` marked `held`, in the same order.
+    held: VecDeque<WorkRequest>,
     /// Requests in `sent` whose completion the consumer wants (not `SUPPRESS`).
     wanted: usize,
     /// A graceful disconnect waits for every request: watch the head for all of them.
@@ -163,8 +192,9 @@ impl DataPath {
             peer_pid,
             cma_out: false,
             cma_in: false,
-            reqs: VecDeque::new(),
+            unsent: VecDeque::new(),
             sent: VecDeque::new(),
+            held: VecDeque::new(),
             wanted: 0,
             closing: false,
             tx_pos: 0,
@@ -179,8 +209,20 @@ impl DataPath {
     /// to have completed and whose completion is suppressed are let go of on the way (no
     /// upcall).
     pub fn post(&mut self, wr: WorkRequest) {
-        self.reqs.push_back(wr);
-        self.flush_tx();
+        let mut any = false;
+        if self.unsent.is_empty() && self.resps.is_empty() {
+            // Nothing queued before it: straight into the ring (the common case), without
+            // queueing the work request first.
+            self.push_now(wr, &mut any);
+        } else {
+            self.unsent.push_back(wr);
+        }
+        if !self.unsent.is_empty() || !self.resps.is_empty() {
+            any |= self.push_all();
+        }
+        if any && self.tx.consumer_needs_wake() {
+            sys::signal(self.peer_efd.as_fd());
+        }
         self.retire_quiet();
     }
 
@@ -189,7 +231,7 @@ impl DataPath {
     pub fn has_work(&mut self) -> bool {
         (!self.blocked && matches!(self.rx.peek(), Ok(Some(_)) | Err(_)))
             || !self.resps.is_empty()
-            || self.sent.len() < self.reqs.len()
+            || !self.unsent.is_empty()
             || self.completable()
     }
 
@@ -216,15 +258,17 @@ impl DataPath {
             .is_some_and(|s| !s.by_data && s.end <= self.tx.acked())
     }
 
-    /// Removes the oldest request of the ring (complete or failed); counts it out of
-    /// `wanted`.
-    fn pop_sent(&mut self) -> Option<WorkRequest> {
-        self.sent.pop_front()?;
-        let wr = self.reqs.pop_front()?;
-        if !wr.flags.contains(CompletionFlags::SUPPRESS) {
+    /// Removes the oldest request of the ring (complete or failed), and its work request if
+    /// held; counts it out of `wanted`.
+    fn pop_sent(&mut self) -> Option<Sent> {
+        let s = self.sent.pop_front()?;
+        if s.held {
+            self.held.pop_front();
+        }
+        if !s.quiet() {
             self.wanted = self.wanted.saturating_sub(1);
         }
-        Some(wr)
+        Some(s)
     }
 
     /// Completes, successfully, the requests the target's head has passed (up to an RDMA
@@ -232,20 +276,20 @@ impl DataPath {
     fn retire(&mut self, upcalls: &Arc<dyn EpUpcalls>, out: &mut Ups) -> bool {
         let acked = self.tx.acked();
         let mut any = false;
-        while self
+        while let Some(s) = self
             .sent
             .front()
-            .is_some_and(|s| !s.by_data && s.end <= acked)
+            .copied()
+            .filter(|s| !s.by_data && s.end <= acked)
         {
-            let Some(wr) = self.pop_sent() else { break };
+            self.pop_sent();
             any = true;
             // A successful completion the consumer suppressed is dropped by the core
             // anyway: no upcall for it (the common case of a streaming sender).
-            if !wr.flags.contains(CompletionFlags::SUPPRESS) {
-                let n = wr.len() as u32;
+            if !s.quiet() {
                 out.push(Up::Done(
                     upcalls.clone(),
-                    wr.completion(DtoStatus::Success, n),
+                    s.completion(DtoStatus::Success, s.len),
                 ));
             }
         }
@@ -260,11 +304,7 @@ impl DataPath {
         while self
             .sent
             .front()
-            .is_some_and(|s| !s.by_data && s.end <= acked)
-            && self
-                .reqs
-                .front()
-                .is_some_and(|w| w.flags.contains(CompletionFlags::SUPPRESS))
+            .is_some_and(|s| !s.by_data && s.end <= acked && s.quiet())
         {
             self.pop_sent();
         }
@@ -278,7 +318,7 @@ impl DataPath {
 
     /// Requests posted and not yet completed.
     pub fn outstanding(&self) -> usize {
-        self.reqs.len()
+        self.sent.len() + self.unsent.len()
     }
 
     /// Processes incoming records, then pushes queued output. Returns whether anything moved,
@@ -347,19 +387,26 @@ impl DataPath {
         upcalls: Option<&Arc<dyn EpUpcalls>>,
         out: &mut Ups,
     ) -> Vec<SegList> {
-        let mut keep = Vec::new();
-        for (i, mut wr) in self.reqs.drain(..).enumerate() {
-            if let Some(u) = upcalls {
+        if let Some(u) = upcalls {
+            for s in &self.sent {
+                out.push(Up::Done(u.clone(), s.completion(DtoStatus::Flushed, 0)));
+            }
+            for wr in &self.unsent {
                 out.push(Up::Done(u.clone(), wr.completion(DtoStatus::Flushed, 0)));
             }
-            if self.cma_out && i < self.sent.len() && wr.op != PostOp::Recv {
-                keep.push(std::mem::take(&mut wr.segs));
-            }
         }
+        // Only held requests named their memory in the ring.
+        let keep = if self.cma_out {
+            self.held.drain(..).map(|wr| wr.segs).collect()
+        } else {
+            Vec::new()
+        };
         if let (Some((wr, _, _)), Some(u)) = (self.rx_send.take(), upcalls) {
             out.push(Up::Done(u.clone(), wr.completion(DtoStatus::Flushed, 0)));
         }
         self.sent.clear();
+        self.held.clear();
+        self.unsent.clear();
         self.wanted = 0;
         self.tx_pos = 0;
         self.resps.clear();
@@ -611,31 +658,35 @@ impl DataPath {
                 // A refusal may come back for a message still being transmitted (the target
                 // checks the first fragment): its remaining fragments are abandoned.
                 let partial = self.sent.is_empty() && self.tx_pos > 0;
-                let ok_front = (!self.sent.is_empty() || partial)
-                    && self.reqs.front().is_some_and(|w| {
-                        (w.op == PostOp::Send) == want_send && !matches!(w.op, PostOp::Recv)
-                    });
+                let front = if partial {
+                    self.unsent.front().map(|w| w.op.dto_op())
+                } else {
+                    self.sent.front().map(|s| s.op)
+                };
+                let ok_front = front
+                    .is_some_and(|op| (op == DtoOp::Send) == want_send && op != DtoOp::Receive);
                 if !ok_front {
                     return Err(Fatal);
                 }
-                let wr = if partial {
+                let done = if partial {
                     self.tx_pos = 0;
-                    self.reqs.pop_front()
+                    self.unsent.pop_front().map(|w| w.completion(status, 0))
                 } else {
-                    self.pop_sent()
+                    self.pop_sent().map(|s| s.completion(status, 0))
                 };
-                if let Some(wr) = wr {
-                    out.push(Up::Done(ep.upcalls.clone(), wr.completion(status, 0)));
+                if let Some(c) = done {
+                    out.push(Up::Done(ep.upcalls.clone(), c));
                 }
                 Err(Fatal)
             }
             READ_DATA => {
                 // The requests before the read completed first.
                 self.retire(ep.upcalls, out);
-                let (Some(wr), Some(sent)) = (self.reqs.front(), self.sent.front()) else {
+                let (Some(sent), Some(wr)) = (self.sent.front(), self.held.front()) else {
                     return Err(Fatal);
                 };
                 if !sent.by_data
+                    || !sent.held
                     || !matches!(wr.op, PostOp::RdmaRead(_))
                     || r.total != wr.len()
                     || r.offset > r.total
@@ -654,11 +705,11 @@ impl DataPath {
                     place(&wr.segs, r.offset, inc.payload, r.len as usize)
                 };
                 if r.offset + len == r.total
-                    && let Some(wr) = self.pop_sent()
+                    && let Some(s) = self.pop_sent()
                 {
                     out.push(Up::Done(
                         ep.upcalls.clone(),
-                        wr.completion(DtoStatus::Success, r.total as u32),
+                        s.completion(DtoStatus::Success, r.total as u32),
                     ));
                 }
                 Ok(true)
