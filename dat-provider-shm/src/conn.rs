@@ -68,8 +68,8 @@ pub enum Up {
     Done(Arc<dyn EpUpcalls>, Completion),
     /// A connection fact.
     Cm(Arc<dyn EpUpcalls>, CmFact),
-    /// A connection request.
-    Req(Arc<dyn SpUpcalls>, ConnRequest),
+    /// A connection request (boxed: rare, and it would double the size of every entry).
+    Req(Arc<dyn SpUpcalls>, Box<ConnRequest>),
 }
 
 impl Up {
@@ -78,7 +78,7 @@ impl Up {
         match self {
             Up::Done(u, c) => u.completion(c),
             Up::Cm(u, f) => u.cm(f),
-            Up::Req(u, r) => u.connection_request(r),
+            Up::Req(u, r) => u.connection_request(*r),
         }
     }
 }
@@ -217,7 +217,7 @@ impl DataPath {
         } else {
             self.unsent.push_back(wr);
         }
-        if !self.unsent.is_empty() || !self.resps.is_empty() {
+        if !self.unsent.is_empty() {
             any |= self.push_all();
         }
         if any && self.tx.consumer_needs_wake() {
@@ -229,7 +229,7 @@ impl DataPath {
     /// True if a pump could move something: a record waits (other than a send held back for
     /// want of a receive), output is queued, or requests are complete.
     pub fn has_work(&mut self) -> bool {
-        (!self.blocked && matches!(self.rx.peek(), Ok(Some(_)) | Err(_)))
+        (!self.blocked && self.rx.ready())
             || !self.resps.is_empty()
             || !self.unsent.is_empty()
             || self.completable()
@@ -276,17 +276,19 @@ impl DataPath {
     fn retire(&mut self, upcalls: &Arc<dyn EpUpcalls>, out: &mut Ups) -> bool {
         let acked = self.tx.acked();
         let mut any = false;
-        while let Some(s) = self
-            .sent
-            .front()
-            .copied()
-            .filter(|s| !s.by_data && s.end <= acked)
-        {
-            self.pop_sent();
+        while let Some(&s) = self.sent.front() {
+            if s.by_data || s.end > acked {
+                break;
+            }
+            self.sent.pop_front();
+            if s.held {
+                self.held.pop_front();
+            }
             any = true;
             // A successful completion the consumer suppressed is dropped by the core
             // anyway: no upcall for it (the common case of a streaming sender).
             if !s.quiet() {
+                self.wanted = self.wanted.saturating_sub(1);
                 out.push(Up::Done(
                     upcalls.clone(),
                     s.completion(DtoStatus::Success, s.len),
@@ -301,12 +303,14 @@ impl DataPath {
     /// polls does not pile them up.
     fn retire_quiet(&mut self) {
         let acked = self.tx.acked();
-        while self
-            .sent
-            .front()
-            .is_some_and(|s| !s.by_data && s.end <= acked && s.quiet())
-        {
-            self.pop_sent();
+        while let Some(&s) = self.sent.front() {
+            if s.by_data || s.end > acked || !s.quiet() {
+                break;
+            }
+            self.sent.pop_front();
+            if s.held {
+                self.held.pop_front();
+            }
         }
     }
 
@@ -340,7 +344,7 @@ impl DataPath {
         // may have posted requests after it armed, and their completions are the head it
         // did not ask to watch (an acknowledgement record used to wake it).
         let released = self.rx.publish_head();
-        let pushed = self.push_all();
+        let pushed = (!self.resps.is_empty() || !self.unsent.is_empty()) && self.push_all();
         if released || pushed {
             store_load_fence();
             let starved = released && self.rx.producer_starved();

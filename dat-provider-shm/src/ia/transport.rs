@@ -19,6 +19,48 @@ fn queue_full() -> DatError {
 }
 
 impl ShmIa {
+    /// [`Transport::progress`]; `None` when another thread holds the state or delivers.
+    fn poll(&self) -> Option<bool> {
+        let sh = &self.shared;
+        sh.polled.store(true, Ordering::Relaxed);
+        // A look at the rings first, under the state lock alone: most polls find nothing
+        // and make no upcall.
+        let mut st = sh.state.try_lock().ok()?;
+        // One pass: the delivery mutex is tried at the first connection with work, and
+        // only connections with work are pumped.
+        let mut deliver = None;
+        let mut out = Ups::new();
+        let mut any = false;
+        let mut closing = false;
+        let mut broken = Vec::new();
+        let State {
+            conns, eps, srqs, ..
+        } = &mut *st;
+        for (id, c) in conns.slots_mut().iter_mut().flatten() {
+            closing |= c.closing.is_some();
+            if !(matches!(c.phase, Phase::Connected)
+                && c.data.as_mut().is_some_and(|d| d.has_work()))
+            {
+                continue;
+            }
+            if deliver.is_none() {
+                // Another thread delivering is moving data too: report nothing.
+                deliver = Some(sh.try_deliver()?);
+            }
+            match super::pump_conn(c, eps, srqs, &sh.mem, &mut out) {
+                Ok(moved) => any |= moved,
+                Err(Fatal) => broken.push(*id),
+            }
+        }
+        let deliver = deliver?;
+        let mut g = Guard { st, deliver };
+        any |= sh.after_pump(&mut g, broken, closing, &mut out);
+        sh.finish(g, &mut out);
+        Some(any)
+    }
+}
+
+impl ShmIa {
     fn rdma_mode(&self) -> &'static str {
         if self.shared.cma_mode { "cma" } else { "copy" }
     }
@@ -416,26 +458,7 @@ impl Transport for ShmIa {
     }
 
     fn progress(&self) -> bool {
-        let sh = &self.shared;
-        sh.polled.store(true, Ordering::Relaxed);
-        // A look at the rings first, under the state lock alone: most polls find nothing
-        // and make no upcall.
-        let Ok(mut st) = sh.state.try_lock() else {
-            return false;
-        };
-        let work = st.conns.values_mut().any(|c| {
-            matches!(c.phase, Phase::Connected) && c.data.as_mut().is_some_and(|d| d.has_work())
-        });
-        if !work {
-            return false;
-        }
-        let Some(mut st) = sh.try_deliver(st) else {
-            return false;
-        };
-        let mut out = Ups::new();
-        let any = sh.pump_all(&mut st, &mut out);
-        sh.finish(st, &mut out);
-        any
+        self.poll().unwrap_or(false)
     }
 
     /// Arms every connected ring and sleeps on their eventfds (and the unblock eventfd), then
