@@ -59,6 +59,10 @@ const RDMA_ACK: u32 = 6;
 const READ_DATA: u32 = 7;
 const SEND_CMA: u32 = 8;
 
+/// While completions are awaited, every this many polls read the peer's head word from the
+/// control block (see [`DataPath::completable`]).
+const HEAD_POLLS: u32 = 16;
+
 /// Upcalls collected under the lock (inline: no allocation per message).
 pub type Ups = smallvec::SmallVec<[Up; 8]>;
 
@@ -159,6 +163,8 @@ pub struct DataPath {
     wanted: usize,
     /// A graceful disconnect waits for every request: watch the head for all of them.
     closing: bool,
+    /// Polls that looked for completions (see [`DataPath::completable`]).
+    head_polls: u32,
     tx_pos: u64,
     resps: VecDeque<Resp>,
     rx_send: Option<(WorkRequest, u64, u64)>,
@@ -197,6 +203,7 @@ impl DataPath {
             held: VecDeque::new(),
             wanted: 0,
             closing: false,
+            head_polls: 0,
             tx_pos: 0,
             resps: VecDeque::new(),
             rx_send: None,
@@ -248,10 +255,16 @@ impl DataPath {
     }
 
     /// True if the oldest request in the ring is complete (refreshing the head from the
-    /// control block first when completions are awaited).
+    /// control block first, every [`HEAD_POLLS`] calls, when completions are awaited).
     fn completable(&mut self) -> bool {
         if self.watching() {
-            self.tx.refresh_acked();
+            // The peer writes that word for every record it takes: read on every poll, its
+            // line would cross between the cores for every message. Records coming back
+            // carry the head anyway (`Rec::ack`).
+            self.head_polls = self.head_polls.wrapping_add(1);
+            if self.head_polls.is_multiple_of(HEAD_POLLS) {
+                self.tx.refresh_acked();
+            }
         }
         self.sent
             .front()
@@ -334,7 +347,9 @@ impl DataPath {
         out: &mut Ups,
     ) -> Result<bool, Fatal> {
         let r = self.take_records(ep, mem, out, true);
-        if self.watching() {
+        // A record that arrived brought the head along; otherwise (a wake-up, a periodic
+        // look) the word itself is read when completions are awaited.
+        if self.watching() && r != Ok(true) {
             self.tx.refresh_acked();
         }
         let retired = self.retire(ep.upcalls, out);
@@ -488,7 +503,7 @@ impl DataPath {
         match r.kind {
             SEND if self.rx_send.is_none() && r.offset == 0 && len == r.total => {
                 // A whole message in one slot (the common case): straight into the receive.
-                let Some(wr) = ep.recvs.front() else {
+                let Some(wr) = ep.recvs.pop_front() else {
                     return Ok(false);
                 };
                 let fits = r.total <= wr.len();
@@ -500,7 +515,7 @@ impl DataPath {
                 } else {
                     wr.completion(DtoStatus::LocalLength, 0)
                 };
-                ep.recvs.pop_front();
+                drop(wr);
                 out.push(Up::Done(ep.upcalls.clone(), done));
                 if !fits {
                     self.ack(SEND_ACK, DtoStatus::RemoteResponder);

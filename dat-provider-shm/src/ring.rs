@@ -549,11 +549,13 @@ impl Consumer {
         self.published()
     }
 
-    /// Withdraws the request to be woken.
+    /// Withdraws the request to be woken. (Stores only if it was set: the producer reads
+    /// that line after every record it publishes; a store would pull it over here.)
     pub fn disarm(&mut self) {
-        self.seg
-            .word(self.seg.ctl(self.ring) + 128)
-            .store(0, Ordering::Relaxed);
+        let w = self.seg.word(self.seg.ctl(self.ring) + 128);
+        if w.load(Ordering::Relaxed) != 0 {
+            w.store(0, Ordering::Relaxed);
+        }
     }
 }
 
