@@ -39,10 +39,12 @@ use crate::wire::{self, Packet};
 
 mod active;
 mod close;
+mod eps;
 mod slab;
 mod transport;
 
 use active::Retry;
+use eps::EpTable;
 use slab::Slab;
 
 /// Validated parameters of an IA.
@@ -148,7 +150,7 @@ struct Sp {
 
 #[derive(Default)]
 struct State {
-    eps: IdMap<EpId, ShmEp>,
+    eps: EpTable<ShmEp>,
     sps: IdMap<SpId, Sp>,
     srqs: IdMap<SrqId, VecDeque<WorkRequest>>,
     conns: Slab<Conn>,
@@ -702,7 +704,7 @@ impl Shared {
 /// Moves data on one connection if it is connected (see [`DataPath::pump`]).
 fn pump_conn(
     c: &mut Conn,
-    eps: &mut IdMap<EpId, ShmEp>,
+    eps: &mut EpTable<ShmEp>,
     srqs: &mut IdMap<SrqId, VecDeque<WorkRequest>>,
     mem: &SharedMemTable,
     out: &mut Ups,
