@@ -91,6 +91,7 @@ impl DataPath {
     }
 
     /// Pushes a request that nothing queued precedes; queues what does not fit.
+    #[inline]
     pub(super) fn push_now(&mut self, wr: WorkRequest, any: &mut bool) {
         match push_req(
             &mut self.tx,
@@ -100,7 +101,9 @@ impl DataPath {
             &wr,
             any,
         ) {
-            Some(p) => self.sent_out(wr, p),
+            // Held or dropped here: the work request moves only if it is kept.
+            Some(p) if self.note_sent(&wr, &p) => self.held.push_back(wr),
+            Some(_) => {}
             None => self.unsent.push_back(wr),
         }
     }
@@ -108,6 +111,15 @@ impl DataPath {
     /// Records a request wholly pushed: a compact entry for its completion, and the work
     /// request itself only if the ring names its memory.
     fn sent_out(&mut self, wr: WorkRequest, p: Pushed) {
+        if self.note_sent(&wr, &p) {
+            self.held.push_back(wr);
+        }
+    }
+
+    /// The compact entry of a request wholly pushed; returns whether its work request must
+    /// be held (the ring names its memory).
+    #[inline]
+    fn note_sent(&mut self, wr: &WorkRequest, p: &Pushed) -> bool {
         let held = matches!(p.kind, SEND_CMA | WRITE_CMA | READ);
         let s = Sent {
             end: self.tx.tail(),
@@ -122,10 +134,8 @@ impl DataPath {
             self.wanted += 1;
         }
         self.sent.push_back(s);
-        if held {
-            self.held.push_back(wr);
-        }
         self.tx_pos = 0;
+        held
     }
 }
 
