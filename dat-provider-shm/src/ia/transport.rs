@@ -26,35 +26,46 @@ impl ShmIa {
         // A look at the rings first, under the state lock alone: most polls find nothing
         // and make no upcall.
         let mut st = sh.state.try_lock().ok()?;
-        // One pass: the delivery mutex is tried at the first connection with work, and
-        // only connections with work are pumped.
-        let mut deliver = None;
-        let mut out = Ups::new();
-        let mut any = false;
-        let mut closing = false;
-        let mut broken = Vec::new();
+        let work = |c: &mut Conn| {
+            matches!(c.phase, Phase::Connected) && c.data.as_mut().is_some_and(|d| d.has_work())
+        };
         let State {
             conns, eps, srqs, ..
         } = &mut *st;
-        for (id, c) in conns.slots_mut().iter_mut().flatten() {
-            closing |= c.closing.is_some();
-            if !(matches!(c.phase, Phase::Connected)
-                && c.data.as_mut().is_some_and(|d| d.has_work()))
-            {
-                continue;
+        let slots = conns.slots_mut();
+        // The first connection with work, if any (most polls find none and stop here).
+        let mut closing = false;
+        let mut first = slots.len();
+        for (i, e) in slots.iter_mut().enumerate() {
+            if let Some((_, c)) = e {
+                if work(c) {
+                    first = i;
+                    break;
+                }
+                closing |= c.closing.is_some();
             }
-            if deliver.is_none() {
-                // Another thread delivering is moving data too: report nothing.
-                deliver = Some(sh.try_deliver()?);
+        }
+        let rest = slots.get_mut(first..).filter(|r| !r.is_empty())?;
+        // Another thread delivering is moving data too: report nothing.
+        let deliver = sh.try_deliver()?;
+        let mut out = Ups::new();
+        let mut any = false;
+        let mut broken = Vec::new();
+        for (i, e) in rest.iter_mut().enumerate() {
+            let Some((id, c)) = e else { continue };
+            closing |= c.closing.is_some();
+            if i > 0 && !work(c) {
+                continue;
             }
             match super::pump_conn(c, eps, srqs, &sh.mem, &mut out) {
                 Ok(moved) => any |= moved,
                 Err(Fatal) => broken.push(*id),
             }
         }
-        let deliver = deliver?;
         let mut g = Guard { st, deliver };
-        any |= sh.after_pump(&mut g, broken, closing, &mut out);
+        if closing || !broken.is_empty() {
+            any |= sh.after_pump(&mut g, broken, closing, &mut out);
+        }
         sh.finish(g, &mut out);
         Some(any)
     }
