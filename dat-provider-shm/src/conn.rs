@@ -22,7 +22,13 @@
 //! consumed has succeeded, and the target's head says so: the requester learns it from the
 //! `ack` of the next record coming its way (a reply, in a ping-pong: no cache line of its
 //! own), or from the head in the ring's control block when it waits for completions and no
-//! record comes (it reads that word only then; asleep, it asks to be woken when it moves).
+//! record comes (it reads that word only then, and while polling only every
+//! [`HEAD_POLLS`]th poll: the target writes it for every record it takes; asleep, it asks
+//! to be woken when it moves).
+//!
+//! A request wholly in the ring is a 32-byte entry (`Sent`: cookie, length, flags,
+//! operation, where it ends); its work request is kept only while the ring names its memory
+//! (cross-memory attach, or the data of a read to place), else let go of at once.
 //! Only an error is acknowledged by a record (`SEND_ACK`, `RDMA_ACK`, then the connection
 //! breaks); an RDMA read through the ring completes with its last `READ_DATA`. Targets
 //! process records strictly in order, so completions come in the order the requester

@@ -307,6 +307,14 @@ impl Shared {
         if out.is_empty() {
             return;
         }
+        if out.len() == 1 && matches!(out[0], Up::Done(..)) {
+            // One completion (a poll that found a message): the facade never calls back
+            // into the transport from a completion upcall, so no re-entry mark is needed.
+            if let Some(up) = out.pop() {
+                up.run();
+            }
+            return;
+        }
         if deliver.is_some() {
             DELIVERING.with(|f| f.set(true));
             out.drain(..).for_each(Up::run);
