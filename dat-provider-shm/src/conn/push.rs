@@ -158,6 +158,30 @@ fn push_req(
 ) -> Option<Pushed> {
     let cap = tx.payload_cap();
     let total = wr.len();
+    if wr.op == PostOp::Send && total <= cap as u64 && *tx_pos == 0 {
+        // A message that fits one slot (the common case): one record, bytes inline.
+        let rec = Rec {
+            kind: SEND,
+            len: total as u32,
+            total,
+            ack,
+            ..Rec::default()
+        };
+        let segs = &wr.segs;
+        // SAFETY: `dst` has `n` writable bytes in the ring slot.
+        let fill = |dst, n| unsafe {
+            copy::gather_raw(segs, 0, dst, n);
+        };
+        if !tx.push(rec, fill) {
+            return None;
+        }
+        *any = true;
+        return Some(Pushed {
+            kind: SEND,
+            total,
+            by_data: false,
+        });
+    }
     // Addresses for the peer's cross-memory attach, when it may and they fit a slot
     // (else the bytes travel through the ring).
     let iovs = match wr.op {
