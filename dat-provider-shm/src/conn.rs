@@ -509,7 +509,7 @@ impl DataPath {
         match r.kind {
             SEND if self.rx_send.is_none() && r.offset == 0 && len == r.total => {
                 // A whole message in one slot (the common case): straight into the receive.
-                let Some(wr) = ep.recvs.pop_front() else {
+                let Some(wr) = ep.recvs.front() else {
                     return Ok(false);
                 };
                 let fits = r.total <= wr.len();
@@ -521,7 +521,7 @@ impl DataPath {
                 } else {
                     wr.completion(DtoStatus::LocalLength, 0)
                 };
-                drop(wr);
+                ep.recvs.pop_front();
                 out.push(Up::Done(ep.upcalls.clone(), done));
                 if !fits {
                     self.ack(SEND_ACK, DtoStatus::RemoteResponder);
