@@ -48,7 +48,7 @@ use dat_core::mem::{MemTable, SegList, Segment};
 use dat_core::provider::{
     CmFact, Completion, ConnRequest, EpUpcalls, PostOp, SpUpcalls, WorkRequest,
 };
-use dat_core::types::{CompletionFlags, Cookie, DtoOp, DtoStatus, MemPriv, PzId};
+use dat_core::types::{DtoOp, DtoStatus, MemPriv, PzId};
 
 use crate::copy;
 use crate::ring::{Consumer, Incoming, Producer, Rec, store_load_fence};
@@ -107,41 +107,6 @@ pub struct EpView<'a> {
     pub pz: Option<PzId>,
     /// Its posted receives, oldest first.
     pub recvs: &'a mut VecDeque<WorkRequest>,
-}
-
-/// A request whose records are all in the ring, not completed yet: what its completion
-/// needs (32 bytes). Its work request is let go of once pushed, unless the ring names its
-/// memory (see `held`).
-#[derive(Clone, Copy, Debug)]
-struct Sent {
-    /// Index after its last record: it is complete once the target's head reaches it.
-    end: u64,
-    cookie: Cookie,
-    /// Its length (what a success reports).
-    len: u32,
-    flags: CompletionFlags,
-    op: DtoOp,
-    /// It completes with the target's data (an RDMA read through the ring), not the head.
-    by_data: bool,
-    /// Its work request waits in [`DataPath::held`]: the peer may copy from or into its
-    /// memory by cross-memory attach, or the data of a read is to be placed there.
-    held: bool,
-}
-
-impl Sent {
-    fn quiet(&self) -> bool {
-        self.flags.contains(CompletionFlags::SUPPRESS)
-    }
-
-    fn completion(&self, status: DtoStatus, transferred: u32) -> Completion {
-        Completion {
-            cookie: self.cookie,
-            status,
-            transferred_length: transferred,
-            op: self.op,
-            flags: self.flags,
-        }
-    }
 }
 
 /// The rings of a connected (or connecting) pair, and the work in flight on them.
@@ -275,62 +240,6 @@ impl DataPath {
         self.sent
             .front()
             .is_some_and(|s| !s.by_data && s.end <= self.tx.acked())
-    }
-
-    /// Removes the oldest request of the ring (complete or failed), and its work request if
-    /// held; counts it out of `wanted`.
-    fn pop_sent(&mut self) -> Option<Sent> {
-        let s = self.sent.pop_front()?;
-        if s.held {
-            self.held.pop_front();
-        }
-        if !s.quiet() {
-            self.wanted = self.wanted.saturating_sub(1);
-        }
-        Some(s)
-    }
-
-    /// Completes, successfully, the requests the target's head has passed (up to an RDMA
-    /// read that waits for its data). Returns whether any completed.
-    fn retire(&mut self, upcalls: &Arc<dyn EpUpcalls>, out: &mut Ups) -> bool {
-        let acked = self.tx.acked();
-        let mut any = false;
-        while let Some(&s) = self.sent.front() {
-            if s.by_data || s.end > acked {
-                break;
-            }
-            self.sent.pop_front();
-            if s.held {
-                self.held.pop_front();
-            }
-            any = true;
-            // A successful completion the consumer suppressed is dropped by the core
-            // anyway: no upcall for it (the common case of a streaming sender).
-            if !s.quiet() {
-                self.wanted = self.wanted.saturating_sub(1);
-                out.push(Up::Done(
-                    upcalls.clone(),
-                    s.completion(DtoStatus::Success, s.len),
-                ));
-            }
-        }
-        any
-    }
-
-    /// [`DataPath::retire`] of the oldest requests as long as their completions are
-    /// suppressed (no upcall: callable where none may be made), so that a sender that never
-    /// polls does not pile them up.
-    fn retire_quiet(&mut self) {
-        let acked = self.tx.acked();
-        while let Some(&s) = self.sent.front() {
-            if s.by_data || s.end > acked || !s.quiet() {
-                break;
-            }
-            self.sent.pop_front();
-            if s.held {
-                self.held.pop_front();
-            }
-        }
     }
 
     /// True if the oldest incoming record is a send that waits for a receive (only a posted
@@ -821,6 +730,9 @@ impl DataPath {
 
 mod iov;
 mod push;
+mod sent;
+
+use sent::Sent;
 
 #[cfg(test)]
 mod tests;

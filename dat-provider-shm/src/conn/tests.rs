@@ -2,6 +2,7 @@
 use super::*;
 use crate::ring::{self, Segment as Shm};
 use dat_core::provider::{CmFact, EpUpcalls};
+use dat_core::types::CompletionFlags;
 use std::os::fd::AsRawFd;
 use std::sync::Mutex;
 
