@@ -11,7 +11,9 @@
 //! ```
 //! The difference of the two counts over 200000 is the cost of one round trip (both ends);
 //! `two` as a third argument runs the echo end on its own thread instead (as `datperf`
-//! does: the counts then include the polling while waiting).
+//! does: the counts then include the polling while waiting). `empty N` as third and fourth
+//! arguments adds N polls that find nothing after the round trips (the cost of an empty
+//! poll: the difference of two runs over the difference of their N).
 
 use std::time::{Duration, Instant};
 
@@ -71,6 +73,10 @@ fn main() {
     let size: u32 = args.get(1).map_or(8, |s| s.parse().unwrap());
     let iters: u64 = args.get(2).map_or(100_000, |s| s.parse().unwrap());
     let two = args.get(3).is_some_and(|s| s == "two");
+    let empty_polls: u64 = match args.get(3).map(String::as_str) {
+        Some("empty") => args.get(4).map_or(0, |s| s.parse().unwrap()),
+        _ => 0,
+    };
     let (a, b) = pair(8999);
     let t0 = Instant::now();
     let mut empty = 0;
@@ -122,6 +128,9 @@ fn main() {
         }
     }
     let el = t0.elapsed();
+    for _ in 0..empty_polls {
+        assert!(a.dto.dequeue().is_err(), "nothing is on its way");
+    }
     eprintln!(
         "{size} B x {iters}: {:.3} us half round trip, {:.2} empty polls per round trip",
         el.as_secs_f64() * 1e6 / iters as f64 / 2.0,

@@ -22,7 +22,13 @@
 //! consumed has succeeded, and the target's head says so: the requester learns it from the
 //! `ack` of the next record coming its way (a reply, in a ping-pong: no cache line of its
 //! own), or from the head in the ring's control block when it waits for completions and no
-//! record comes (it reads that word only then; asleep, it asks to be woken when it moves).
+//! record comes (it reads that word only then, and while polling only every
+//! [`HEAD_POLLS`]th poll: the target writes it for every record it takes; asleep, it asks
+//! to be woken when it moves).
+//!
+//! A request wholly in the ring is a 32-byte entry (`Sent`: cookie, length, flags,
+//! operation, where it ends); its work request is kept only while the ring names its memory
+//! (cross-memory attach, or the data of a read to place), else let go of at once.
 //! Only an error is acknowledged by a record (`SEND_ACK`, `RDMA_ACK`, then the connection
 //! breaks); an RDMA read through the ring completes with its last `READ_DATA`. Targets
 //! process records strictly in order, so completions come in the order the requester
@@ -42,7 +48,7 @@ use dat_core::mem::{MemTable, SegList, Segment};
 use dat_core::provider::{
     CmFact, Completion, ConnRequest, EpUpcalls, PostOp, SpUpcalls, WorkRequest,
 };
-use dat_core::types::{CompletionFlags, DtoStatus, MemPriv, PzId};
+use dat_core::types::{DtoOp, DtoStatus, MemPriv, PzId};
 
 use crate::copy;
 use crate::ring::{Consumer, Incoming, Producer, Rec, store_load_fence};
@@ -59,6 +65,10 @@ const RDMA_ACK: u32 = 6;
 const READ_DATA: u32 = 7;
 const SEND_CMA: u32 = 8;
 
+/// While completions are awaited, every this many polls read the peer's head word from the
+/// control block (see [`DataPath::completable`]).
+const HEAD_POLLS: u32 = 16;
+
 /// Upcalls collected under the lock (inline: no allocation per message).
 pub type Ups = smallvec::SmallVec<[Up; 8]>;
 
@@ -68,8 +78,8 @@ pub enum Up {
     Done(Arc<dyn EpUpcalls>, Completion),
     /// A connection fact.
     Cm(Arc<dyn EpUpcalls>, CmFact),
-    /// A connection request.
-    Req(Arc<dyn SpUpcalls>, ConnRequest),
+    /// A connection request (boxed: rare, and it would double the size of every entry).
+    Req(Arc<dyn SpUpcalls>, Box<ConnRequest>),
 }
 
 impl Up {
@@ -78,7 +88,7 @@ impl Up {
         match self {
             Up::Done(u, c) => u.completion(c),
             Up::Cm(u, f) => u.cm(f),
-            Up::Req(u, r) => u.connection_request(r),
+            Up::Req(u, r) => u.connection_request(*r),
         }
     }
 }
@@ -99,15 +109,6 @@ pub struct EpView<'a> {
     pub recvs: &'a mut VecDeque<WorkRequest>,
 }
 
-/// A request whose records are all in the ring, not completed yet.
-#[derive(Clone, Copy, Debug)]
-struct Sent {
-    /// Index after its last record: it is complete once the target's head reaches it.
-    end: u64,
-    /// It completes with the target's data (an RDMA read through the ring), not the head.
-    by_data: bool,
-}
-
 /// The rings of a connected (or connecting) pair, and the work in flight on them.
 pub struct DataPath {
     tx: Producer,
@@ -122,14 +123,19 @@ pub struct DataPath {
     pub cma_out: bool,
     /// We may attach to the peer's memory (we serve its address-carrying requests).
     pub cma_in: bool,
-    /// Requests posted and not completed, oldest first: the first `sent.len()` are in the
-    /// ring, the next one may be partly there (`tx_pos`).
-    reqs: VecDeque<WorkRequest>,
+    /// Requests posted and not wholly in the ring yet, oldest first; the first one may be
+    /// partly there (`tx_pos`).
+    unsent: VecDeque<WorkRequest>,
+    /// Requests wholly in the ring and not completed, oldest first (they precede `unsent`).
     sent: VecDeque<Sent>,
+    /// The work requests of the entries of `sent` marked `held`, in the same order.
+    held: VecDeque<WorkRequest>,
     /// Requests in `sent` whose completion the consumer wants (not `SUPPRESS`).
     wanted: usize,
     /// A graceful disconnect waits for every request: watch the head for all of them.
     closing: bool,
+    /// Polls that looked for completions (see [`DataPath::completable`]).
+    head_polls: u32,
     tx_pos: u64,
     resps: VecDeque<Resp>,
     rx_send: Option<(WorkRequest, u64, u64)>,
@@ -163,10 +169,12 @@ impl DataPath {
             peer_pid,
             cma_out: false,
             cma_in: false,
-            reqs: VecDeque::new(),
+            unsent: VecDeque::new(),
             sent: VecDeque::new(),
+            held: VecDeque::new(),
             wanted: 0,
             closing: false,
+            head_polls: 0,
             tx_pos: 0,
             resps: VecDeque::new(),
             rx_send: None,
@@ -179,17 +187,29 @@ impl DataPath {
     /// to have completed and whose completion is suppressed are let go of on the way (no
     /// upcall).
     pub fn post(&mut self, wr: WorkRequest) {
-        self.reqs.push_back(wr);
-        self.flush_tx();
+        let mut any = false;
+        if self.unsent.is_empty() && self.resps.is_empty() {
+            // Nothing queued before it: straight into the ring (the common case), without
+            // queueing the work request first.
+            self.push_now(wr, &mut any);
+        } else {
+            self.unsent.push_back(wr);
+        }
+        if !self.unsent.is_empty() {
+            any |= self.push_all();
+        }
+        if any && self.tx.consumer_needs_wake() {
+            sys::signal(self.peer_efd.as_fd());
+        }
         self.retire_quiet();
     }
 
     /// True if a pump could move something: a record waits (other than a send held back for
     /// want of a receive), output is queued, or requests are complete.
     pub fn has_work(&mut self) -> bool {
-        (!self.blocked && matches!(self.rx.peek(), Ok(Some(_)) | Err(_)))
+        (!self.blocked && self.rx.ready())
             || !self.resps.is_empty()
-            || self.sent.len() < self.reqs.len()
+            || !self.unsent.is_empty()
             || self.completable()
     }
 
@@ -206,68 +226,20 @@ impl DataPath {
     }
 
     /// True if the oldest request in the ring is complete (refreshing the head from the
-    /// control block first when completions are awaited).
+    /// control block first, every [`HEAD_POLLS`] calls, when completions are awaited).
     fn completable(&mut self) -> bool {
         if self.watching() {
-            self.tx.refresh_acked();
+            // The peer writes that word for every record it takes: read on every poll, its
+            // line would cross between the cores for every message. Records coming back
+            // carry the head anyway (`Rec::ack`).
+            self.head_polls = self.head_polls.wrapping_add(1);
+            if self.head_polls.is_multiple_of(HEAD_POLLS) {
+                self.tx.refresh_acked();
+            }
         }
         self.sent
             .front()
             .is_some_and(|s| !s.by_data && s.end <= self.tx.acked())
-    }
-
-    /// Removes the oldest request of the ring (complete or failed); counts it out of
-    /// `wanted`.
-    fn pop_sent(&mut self) -> Option<WorkRequest> {
-        self.sent.pop_front()?;
-        let wr = self.reqs.pop_front()?;
-        if !wr.flags.contains(CompletionFlags::SUPPRESS) {
-            self.wanted = self.wanted.saturating_sub(1);
-        }
-        Some(wr)
-    }
-
-    /// Completes, successfully, the requests the target's head has passed (up to an RDMA
-    /// read that waits for its data). Returns whether any completed.
-    fn retire(&mut self, upcalls: &Arc<dyn EpUpcalls>, out: &mut Ups) -> bool {
-        let acked = self.tx.acked();
-        let mut any = false;
-        while self
-            .sent
-            .front()
-            .is_some_and(|s| !s.by_data && s.end <= acked)
-        {
-            let Some(wr) = self.pop_sent() else { break };
-            any = true;
-            // A successful completion the consumer suppressed is dropped by the core
-            // anyway: no upcall for it (the common case of a streaming sender).
-            if !wr.flags.contains(CompletionFlags::SUPPRESS) {
-                let n = wr.len() as u32;
-                out.push(Up::Done(
-                    upcalls.clone(),
-                    wr.completion(DtoStatus::Success, n),
-                ));
-            }
-        }
-        any
-    }
-
-    /// [`DataPath::retire`] of the oldest requests as long as their completions are
-    /// suppressed (no upcall: callable where none may be made), so that a sender that never
-    /// polls does not pile them up.
-    fn retire_quiet(&mut self) {
-        let acked = self.tx.acked();
-        while self
-            .sent
-            .front()
-            .is_some_and(|s| !s.by_data && s.end <= acked)
-            && self
-                .reqs
-                .front()
-                .is_some_and(|w| w.flags.contains(CompletionFlags::SUPPRESS))
-        {
-            self.pop_sent();
-        }
     }
 
     /// True if the oldest incoming record is a send that waits for a receive (only a posted
@@ -278,7 +250,7 @@ impl DataPath {
 
     /// Requests posted and not yet completed.
     pub fn outstanding(&self) -> usize {
-        self.reqs.len()
+        self.sent.len() + self.unsent.len()
     }
 
     /// Processes incoming records, then pushes queued output. Returns whether anything moved,
@@ -290,7 +262,9 @@ impl DataPath {
         out: &mut Ups,
     ) -> Result<bool, Fatal> {
         let r = self.take_records(ep, mem, out, true);
-        if self.watching() {
+        // A record that arrived brought the head along; otherwise (a wake-up, a periodic
+        // look) the word itself is read when completions are awaited.
+        if self.watching() && r != Ok(true) {
             self.tx.refresh_acked();
         }
         let retired = self.retire(ep.upcalls, out);
@@ -300,7 +274,7 @@ impl DataPath {
         // may have posted requests after it armed, and their completions are the head it
         // did not ask to watch (an acknowledgement record used to wake it).
         let released = self.rx.publish_head();
-        let pushed = self.push_all();
+        let pushed = (!self.resps.is_empty() || !self.unsent.is_empty()) && self.push_all();
         if released || pushed {
             store_load_fence();
             let starved = released && self.rx.producer_starved();
@@ -347,19 +321,26 @@ impl DataPath {
         upcalls: Option<&Arc<dyn EpUpcalls>>,
         out: &mut Ups,
     ) -> Vec<SegList> {
-        let mut keep = Vec::new();
-        for (i, mut wr) in self.reqs.drain(..).enumerate() {
-            if let Some(u) = upcalls {
+        if let Some(u) = upcalls {
+            for s in &self.sent {
+                out.push(Up::Done(u.clone(), s.completion(DtoStatus::Flushed, 0)));
+            }
+            for wr in &self.unsent {
                 out.push(Up::Done(u.clone(), wr.completion(DtoStatus::Flushed, 0)));
             }
-            if self.cma_out && i < self.sent.len() && wr.op != PostOp::Recv {
-                keep.push(std::mem::take(&mut wr.segs));
-            }
         }
+        // Only held requests named their memory in the ring.
+        let keep = if self.cma_out {
+            self.held.drain(..).map(|wr| wr.segs).collect()
+        } else {
+            Vec::new()
+        };
         if let (Some((wr, _, _)), Some(u)) = (self.rx_send.take(), upcalls) {
             out.push(Up::Done(u.clone(), wr.completion(DtoStatus::Flushed, 0)));
         }
         self.sent.clear();
+        self.held.clear();
+        self.unsent.clear();
         self.wanted = 0;
         self.tx_pos = 0;
         self.resps.clear();
@@ -611,31 +592,35 @@ impl DataPath {
                 // A refusal may come back for a message still being transmitted (the target
                 // checks the first fragment): its remaining fragments are abandoned.
                 let partial = self.sent.is_empty() && self.tx_pos > 0;
-                let ok_front = (!self.sent.is_empty() || partial)
-                    && self.reqs.front().is_some_and(|w| {
-                        (w.op == PostOp::Send) == want_send && !matches!(w.op, PostOp::Recv)
-                    });
+                let front = if partial {
+                    self.unsent.front().map(|w| w.op.dto_op())
+                } else {
+                    self.sent.front().map(|s| s.op)
+                };
+                let ok_front = front
+                    .is_some_and(|op| (op == DtoOp::Send) == want_send && op != DtoOp::Receive);
                 if !ok_front {
                     return Err(Fatal);
                 }
-                let wr = if partial {
+                let done = if partial {
                     self.tx_pos = 0;
-                    self.reqs.pop_front()
+                    self.unsent.pop_front().map(|w| w.completion(status, 0))
                 } else {
-                    self.pop_sent()
+                    self.pop_sent().map(|s| s.completion(status, 0))
                 };
-                if let Some(wr) = wr {
-                    out.push(Up::Done(ep.upcalls.clone(), wr.completion(status, 0)));
+                if let Some(c) = done {
+                    out.push(Up::Done(ep.upcalls.clone(), c));
                 }
                 Err(Fatal)
             }
             READ_DATA => {
                 // The requests before the read completed first.
                 self.retire(ep.upcalls, out);
-                let (Some(wr), Some(sent)) = (self.reqs.front(), self.sent.front()) else {
+                let (Some(sent), Some(wr)) = (self.sent.front(), self.held.front()) else {
                     return Err(Fatal);
                 };
                 if !sent.by_data
+                    || !sent.held
                     || !matches!(wr.op, PostOp::RdmaRead(_))
                     || r.total != wr.len()
                     || r.offset > r.total
@@ -654,11 +639,11 @@ impl DataPath {
                     place(&wr.segs, r.offset, inc.payload, r.len as usize)
                 };
                 if r.offset + len == r.total
-                    && let Some(wr) = self.pop_sent()
+                    && let Some(s) = self.pop_sent()
                 {
                     out.push(Up::Done(
                         ep.upcalls.clone(),
-                        wr.completion(DtoStatus::Success, r.total as u32),
+                        s.completion(DtoStatus::Success, r.total as u32),
                     ));
                 }
                 Ok(true)
@@ -745,6 +730,9 @@ impl DataPath {
 
 mod iov;
 mod push;
+mod sent;
+
+use sent::Sent;
 
 #[cfg(test)]
 mod tests;

@@ -48,6 +48,33 @@ fn walk(
     done
 }
 
+/// Copies `n` bytes from `src` to `dst`; a small copy (an 8-byte message, an acknowledged
+/// word) is a move or two of whole words instead of a call to `memcpy`.
+///
+/// # Safety
+/// As [`std::ptr::copy_nonoverlapping`].
+#[inline]
+unsafe fn copy_bytes(src: *const u8, dst: *mut u8, n: usize) {
+    // SAFETY: (all arms) the caller's ranges hold `n` bytes; unaligned reads and writes of
+    // words inside them (for 9..=16 bytes, the first and the last eight, which overlap).
+    unsafe {
+        match n {
+            8 => dst
+                .cast::<u64>()
+                .write_unaligned(src.cast::<u64>().read_unaligned()),
+            9..=16 => {
+                let (a, b) = (
+                    src.cast::<u64>().read_unaligned(),
+                    src.add(n - 8).cast::<u64>().read_unaligned(),
+                );
+                dst.cast::<u64>().write_unaligned(a);
+                dst.add(n - 8).cast::<u64>().write_unaligned(b);
+            }
+            _ => std::ptr::copy_nonoverlapping(src, dst, n),
+        }
+    }
+}
+
 /// Copies up to `n` bytes of `segs` from position `pos` to `dst`. Returns the bytes copied.
 ///
 /// # Safety
@@ -56,7 +83,7 @@ pub unsafe fn gather_raw(segs: &[Segment], pos: u64, dst: *mut u8, n: usize) -> 
     walk(segs, pos, n, |p, done, k| {
         // SAFETY: `p..p+k` lies in a live segment (walk), `dst+done..dst+done+k` in the
         // caller's range; they do not overlap (caller's contract).
-        unsafe { std::ptr::copy_nonoverlapping(p, dst.add(done), k) }
+        unsafe { copy_bytes(p, dst.add(done), k) }
     })
 }
 
@@ -67,7 +94,7 @@ pub unsafe fn gather_raw(segs: &[Segment], pos: u64, dst: *mut u8, n: usize) -> 
 pub unsafe fn scatter_raw(segs: &[Segment], pos: u64, src: *const u8, n: usize) -> usize {
     walk(segs, pos, n, |p, done, k| {
         // SAFETY: as in `gather_raw`, with the roles swapped.
-        unsafe { std::ptr::copy_nonoverlapping(src.add(done), p, k) }
+        unsafe { copy_bytes(src.add(done), p, k) }
     })
 }
 
@@ -124,6 +151,21 @@ mod tests {
             len,
             lkey: 1,
             addr: 0,
+        }
+    }
+
+    #[test]
+    fn small_copies_move_exactly_their_bytes() {
+        let src: Vec<u8> = (1..=40).collect();
+        for n in 0..=24 {
+            let mut dst = [0u8; 40];
+            // SAFETY: both arrays hold more than `n` bytes at the offsets used.
+            unsafe { copy_bytes(src.as_ptr().add(3), dst.as_mut_ptr().add(5), n) };
+            assert_eq!(&dst[5..5 + n], &src[3..3 + n], "{n} bytes");
+            assert!(
+                dst[..5].iter().chain(&dst[5 + n..]).all(|b| *b == 0),
+                "{n} bytes"
+            );
         }
     }
 

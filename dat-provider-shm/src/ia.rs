@@ -32,7 +32,7 @@ use dat_core::types::{
     ProviderAttr, SpId, SrqId, Timeout,
 };
 
-use crate::conn::{DataPath, EpView, Up, Ups};
+use crate::conn::{DataPath, EpView, Fatal, Up, Ups};
 use crate::rendezvous::{self, ListenError, Listener};
 use crate::ring::{self, Segment};
 use crate::sys::{self, Epoll, Mapping};
@@ -40,9 +40,13 @@ use crate::wire::{self, Packet};
 
 mod active;
 mod close;
+mod eps;
+mod slab;
 mod transport;
 
 use active::Retry;
+use eps::EpTable;
+use slab::Slab;
 
 /// Validated parameters of an IA.
 #[derive(Clone, Debug)]
@@ -147,10 +151,10 @@ struct Sp {
 
 #[derive(Default)]
 struct State {
-    eps: IdMap<EpId, ShmEp>,
+    eps: EpTable<ShmEp>,
     sps: IdMap<SpId, Sp>,
     srqs: IdMap<SrqId, VecDeque<WorkRequest>>,
-    conns: IdMap<u64, Conn>,
+    conns: Slab<Conn>,
     crs: IdMap<CrId, u64>,
     deferred: Vec<(EpId, CmFact)>,
     /// Connects that found nobody listening, waiting for their next attempt.
@@ -161,7 +165,6 @@ struct State {
     /// Sweeps of the rendezvous directory still due after a peer died (a dying process's
     /// descriptors close one by one, so its listener may outlive the connection's hang-up).
     resweep: Vec<Instant>,
-    next_conn: u64,
     next_cr: u32,
     next_any: u64,
 }
@@ -292,17 +295,17 @@ impl Shared {
         }
     }
 
-    /// [`Shared::enter`] without waiting, for a poll that found work under the state lock
-    /// `st` alone. The delivery mutex is tried after the state here, against the lock order:
+    /// The delivery mutex of [`Shared::enter`] without waiting (`Some(None)`: this thread
+    /// already delivers), for a poll that found work under the state lock alone. It is
+    /// tried after the state here, against the lock order:
     /// a try cannot deadlock, and if it fails another thread is delivering (and moving
     /// data): the poll reports nothing and the caller polls again.
-    fn try_deliver<'a>(&'a self, st: MutexGuard<'a, State>) -> Option<Guard<'a>> {
-        let deliver = if DELIVERING.with(Cell::get) {
-            None
+    fn try_deliver(&self) -> Option<Option<MutexGuard<'_, ()>>> {
+        if DELIVERING.with(Cell::get) {
+            Some(None)
         } else {
-            Some(self.deliver.try_lock().ok()?)
-        };
-        Some(Guard { st, deliver })
+            self.deliver.try_lock().ok().map(Some)
+        }
     }
 
     /// Releases the state and makes the collected upcalls, in order, before releasing the
@@ -311,6 +314,14 @@ impl Shared {
         let Guard { st, deliver } = g;
         drop(st);
         if out.is_empty() {
+            return;
+        }
+        if out.len() == 1 && matches!(out[0], Up::Done(..)) {
+            // One completion (a poll that found a message): the facade never calls back
+            // into the transport from a completion upcall, so no re-entry mark is needed.
+            if let Some(up) = out.pop() {
+                up.run();
+            }
             return;
         }
         if deliver.is_some() {
@@ -332,23 +343,25 @@ impl Shared {
         let mut any = false;
         let mut closing = false;
         let mut broken = Vec::new();
-        for (id, c) in st.conns.iter_mut() {
+        let State {
+            conns, eps, srqs, ..
+        } = st;
+        for (id, c) in conns.iter_mut() {
             closing |= c.closing.is_some();
-            if !matches!(c.phase, Phase::Connected) {
-                continue;
-            }
-            let (Some(d), Some(ep)) = (c.data.as_mut(), c.ep.and_then(|e| st.eps.get_mut(&e)))
-            else {
-                continue;
-            };
-            match d.pump(&mut ep.view(&mut st.srqs), &self.mem, out) {
+            match pump_conn(c, eps, srqs, &self.mem, out) {
                 Ok(moved) => any |= moved,
-                Err(_) => broken.push(*id),
+                Err(Fatal) => broken.push(*id),
             }
         }
+        self.after_pump(st, broken, closing, out) | any
+    }
+
+    /// Tears down the connections a pump found broken, and closes those whose graceful
+    /// disconnect has nothing left in flight. Returns whether any went.
+    fn after_pump(&self, st: &mut State, broken: Vec<u64>, closing: bool, out: &mut Ups) -> bool {
+        let any = !broken.is_empty();
         for id in broken {
             self.teardown(st, id, Some(CmFact::Broken), false, out);
-            any = true;
         }
         any | (closing && self.finish_closing(st, out))
     }
@@ -367,8 +380,7 @@ impl Shared {
                     continue;
                 }
             }
-            st.next_conn += 1;
-            let id = st.next_conn;
+            let id = st.conns.next_key();
             if self.epoll.add(sock.as_fd(), TOK_SOCK | id).is_err() {
                 continue;
             }
@@ -476,11 +488,11 @@ impl Shared {
                 st.crs.insert(cr, id);
                 out.push(Up::Req(
                     up,
-                    ConnRequest {
+                    Box::new(ConnRequest {
                         cr,
                         remote: LOOPBACK_ADDRESS,
                         private_data: pdata.into(),
-                    },
+                    }),
                 ));
                 true
             }
@@ -589,7 +601,7 @@ impl Shared {
                 next = Some(next.map_or(d, |n| n.min(d)));
             }
         }
-        for (id, c) in &st.conns {
+        for (id, c) in st.conns.iter() {
             let d = match c.phase {
                 Phase::Requesting { deadline: Some(d) } | Phase::Greeting { deadline: d, .. } => d,
                 _ => continue,
@@ -704,4 +716,21 @@ impl Shared {
     fn ep_mut(st: &mut State, ep: EpId) -> DatResult<&mut ShmEp> {
         st.eps.get_mut(&ep).ok_or_else(invalid_state)
     }
+}
+
+/// Moves data on one connection if it is connected (see [`DataPath::pump`]).
+fn pump_conn(
+    c: &mut Conn,
+    eps: &mut EpTable<ShmEp>,
+    srqs: &mut IdMap<SrqId, VecDeque<WorkRequest>>,
+    mem: &SharedMemTable,
+    out: &mut Ups,
+) -> Result<bool, Fatal> {
+    if !matches!(c.phase, Phase::Connected) {
+        return Ok(false);
+    }
+    let (Some(d), Some(ep)) = (c.data.as_mut(), c.ep.and_then(|e| eps.get_mut(&e))) else {
+        return Ok(false);
+    };
+    d.pump(&mut ep.view(srqs), mem, out)
 }

@@ -182,14 +182,6 @@ impl Segment {
         HDR + ring * CTL
     }
 
-    /// The sequence number of the slot that holds record `index`.
-    fn seq(&self, ring: usize, index: u64) -> &AtomicU64 {
-        // SAFETY: `SEQ_AT + 8 <= REC_HDR <= slot_size`, inside the slot (see `slot_ptr`);
-        // slots start at multiples of 64 from a page-aligned mapping, so the word is
-        // 8-aligned; both processes only access it atomically.
-        unsafe { &*self.slot_ptr(ring, index).add(SEQ_AT).cast::<AtomicU64>() }
-    }
-
     /// Where a payload of `len` bytes lies in its slot: inside the header line if it fits there,
     /// else on the aligned lines after it.
     fn payload_at(len: usize) -> usize {
@@ -224,11 +216,63 @@ pub fn store_load_fence() {
     std::sync::atomic::fence(Ordering::SeqCst);
 }
 
+/// Where one ring's slots lie, cached from its segment so that finding a slot is a mask, a
+/// multiplication and an add (the segment stays mapped: the ring end holding this also
+/// holds the segment's `Arc`).
+#[derive(Clone, Copy, Debug)]
+struct Slots {
+    base: *mut u8,
+    mask: u64,
+    size: usize,
+    payload_cap: usize,
+}
+
+// SAFETY: `base` points into a shared mapping that the owning ring end keeps alive; the
+// memory is only accessed through raw copies and atomics (the protocol tolerates a peer
+// writing it at any time), so using it from another thread is as sound as from this one.
+unsafe impl Send for Slots {}
+
+impl Slots {
+    fn new(seg: &Segment, ring: usize) -> Slots {
+        Slots {
+            base: seg.slot_ptr(ring, 0),
+            mask: u64::from(seg.slots - 1),
+            size: seg.slot_size as usize,
+            payload_cap: seg.payload_cap(),
+        }
+    }
+
+    /// The slot that holds record `index`.
+    #[inline]
+    fn slot(&self, index: u64) -> *mut u8 {
+        // SAFETY: `index & mask < slots`, so the slot lies inside the ring's slots, inside
+        // the mapping (see `Segment::slot_ptr`).
+        unsafe { self.base.add((index & self.mask) as usize * self.size) }
+    }
+
+    /// Reads the sequence number of a slot (acquire: the record it publishes is visible).
+    #[inline]
+    fn load_seq(slot: *mut u8) -> u64 {
+        // SAFETY: `SEQ_AT + 8 <= REC_HDR <= slot_size`, inside the slot (from `slot`);
+        // slots start at multiples of 64 from a page-aligned mapping, so the word is
+        // 8-aligned; both processes only access it atomically.
+        unsafe { (*slot.add(SEQ_AT).cast::<AtomicU64>()).load(Ordering::Acquire) }
+    }
+
+    /// Publishes the record written in a slot (release) by storing its sequence number.
+    #[inline]
+    fn store_seq(slot: *mut u8, seq: u64) {
+        // SAFETY: as in `load_seq`.
+        unsafe { (*slot.add(SEQ_AT).cast::<AtomicU64>()).store(seq, Ordering::Release) }
+    }
+}
+
 /// The producing end of one ring (used under the owner's lock: one producer at a time).
 #[derive(Debug)]
 pub struct Producer {
     seg: Arc<Segment>,
     ring: usize,
+    slots: Slots,
     tail: u64,
     head_cache: u64,
 }
@@ -238,6 +282,7 @@ pub struct Producer {
 pub struct Consumer {
     seg: Arc<Segment>,
     ring: usize,
+    slots: Slots,
     head: u64,
     /// The head the producer last saw.
     published_head: u64,
@@ -249,12 +294,14 @@ pub fn ends(seg: &Arc<Segment>, requester: bool) -> (Producer, Consumer) {
     let p = Producer {
         seg: seg.clone(),
         ring: tx,
+        slots: Slots::new(seg, tx),
         tail: 0,
         head_cache: 0,
     };
     let c = Consumer {
         seg: seg.clone(),
         ring: rx,
+        slots: Slots::new(seg, rx),
         head: 0,
         published_head: 0,
     };
@@ -263,13 +310,15 @@ pub fn ends(seg: &Arc<Segment>, requester: bool) -> (Producer, Consumer) {
 
 impl Producer {
     /// Payload capacity of one slot.
+    #[inline]
     pub fn payload_cap(&self) -> usize {
-        self.seg.payload_cap()
+        self.slots.payload_cap
     }
 
     /// True if a slot is free (refreshes the cached head only when needed).
+    #[inline]
     pub fn has_room(&mut self) -> bool {
-        let n = u64::from(self.seg.slots);
+        let n = self.slots.mask + 1;
         if self.tail.wrapping_sub(self.head_cache) < n {
             return true;
         }
@@ -324,7 +373,7 @@ impl Producer {
         if !self.has_room() {
             return false;
         }
-        let slot = self.seg.slot_ptr(self.ring, self.tail);
+        let slot = self.slots.slot(self.tail);
         let n = (rec.len as usize).min(self.payload_cap());
         debug_assert_eq!(n, rec.len as usize, "a record longer than a slot");
         // SAFETY: the slot is `slot_size` bytes inside the mapping; a payload of `n` bytes
@@ -346,9 +395,8 @@ impl Producer {
         let index = self.tail;
         self.tail = self.tail.wrapping_add(1);
         // Publishes the header and payload written above.
-        self.seg
-            .seq(self.ring, index)
-            .store(self.tail, Ordering::Release);
+        debug_assert_eq!(slot, self.slots.slot(index));
+        Slots::store_seq(slot, self.tail);
         true
     }
 
@@ -410,8 +458,14 @@ impl Consumer {
 
     /// True if the record at `head` is published (its slot carries its sequence number; a
     /// producer that writes anything else there only stalls its own connection).
+    #[inline]
     fn published(&self) -> bool {
-        self.seg.seq(self.ring, self.head).load(Ordering::Acquire) == self.head.wrapping_add(1)
+        Slots::load_seq(self.slots.slot(self.head)) == self.head.wrapping_add(1)
+    }
+
+    /// True if a record waits (published; [`Consumer::peek`] checks it).
+    pub fn ready(&self) -> bool {
+        self.published()
     }
 
     /// The oldest unreleased record, if any.
@@ -422,11 +476,11 @@ impl Consumer {
         if !self.published() {
             return Ok(None);
         }
-        let slot = self.seg.slot_ptr(self.ring, self.head);
+        let slot = self.slots.slot(self.head);
         // SAFETY: the slot lies inside the mapping; the header is copied out unaligned.
         let rec = unsafe { std::ptr::read_unaligned(slot.cast::<Rec>()) };
         let len = rec.len as usize;
-        if len > self.seg.payload_cap() {
+        if len > self.slots.payload_cap {
             return Err(Corrupt);
         }
         Ok(Some(Incoming {
@@ -495,11 +549,13 @@ impl Consumer {
         self.published()
     }
 
-    /// Withdraws the request to be woken.
+    /// Withdraws the request to be woken. (Stores only if it was set: the producer reads
+    /// that line after every record it publishes; a store would pull it over here.)
     pub fn disarm(&mut self) {
-        self.seg
-            .word(self.seg.ctl(self.ring) + 128)
-            .store(0, Ordering::Relaxed);
+        let w = self.seg.word(self.seg.ctl(self.ring) + 128);
+        if w.load(Ordering::Relaxed) != 0 {
+            w.store(0, Ordering::Relaxed);
+        }
     }
 }
 

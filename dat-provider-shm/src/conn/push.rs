@@ -2,30 +2,16 @@
 //! requests posted, each stamped with the head of the other ring (`Rec::ack`).
 #![allow(unsafe_code)]
 
-use std::os::fd::AsFd;
-
-use dat_core::provider::PostOp;
-use dat_core::types::CompletionFlags;
+use dat_core::provider::{PostOp, WorkRequest};
 
 use super::iov::write_iovs;
 use super::{DataPath, READ, READ_DATA, Resp, SEND, SEND_CMA, Sent, WRITE, WRITE_CMA};
 use crate::copy;
-use crate::ring::Rec;
-use crate::sys;
+use crate::ring::{Producer, Rec};
 
 impl DataPath {
-    /// Pushes queued responses, then queued requests, as far as the ring allows. Returns
-    /// whether anything was pushed.
-    pub fn flush_tx(&mut self) -> bool {
-        let any = self.push_all();
-        if any && self.tx.consumer_needs_wake() {
-            sys::signal(self.peer_efd.as_fd());
-        }
-        any
-    }
-
-    /// Pushes what fits (see [`DataPath::flush_tx`]) without waking the consumer. Returns
-    /// whether anything was pushed.
+    /// Pushes queued responses, then queued requests, as far as the ring allows, without
+    /// waking the consumer (the caller does). Returns whether anything was pushed.
     pub(super) fn push_all(&mut self) -> bool {
         let mut any = false;
         loop {
@@ -86,87 +72,187 @@ impl DataPath {
     }
 
     fn push_reqs(&mut self, any: &mut bool) -> bool {
-        let cap = self.tx.payload_cap();
-        while let Some(wr) = self.reqs.get(self.sent.len()) {
-            let total = wr.len();
-            // Addresses for the peer's cross-memory attach, when it may and they fit a slot
-            // (else the bytes travel through the ring).
-            let iovs = match wr.op {
-                PostOp::Send if total <= cap as u64 => None,
-                PostOp::Recv => None,
-                _ if self.cma_out => Some(copy::iovs(&wr.segs)).filter(|v| v.len() * 16 <= cap),
-                _ => None,
+        while let Some(wr) = self.unsent.front() {
+            let Some(p) = push_req(
+                &mut self.tx,
+                self.rx.head(),
+                self.cma_out,
+                &mut self.tx_pos,
+                wr,
+                any,
+            ) else {
+                return false;
             };
-            let (kind, a, b) = match (wr.op, &iovs) {
-                (PostOp::Send, None) => (SEND, 0, 0),
-                (PostOp::Send, Some(_)) => (SEND_CMA, 0, 0),
-                (PostOp::RdmaWrite(r), Some(_)) => (WRITE_CMA, r.rmr_context, r.virtual_address),
-                (PostOp::RdmaWrite(r), None) => (WRITE, r.rmr_context, r.virtual_address),
-                (PostOp::RdmaRead(r), _) => (READ, r.rmr_context, r.virtual_address),
-                // Never queued here (receives go to the endpoint): complete at once.
-                (PostOp::Recv, _) => (0, 0, 0),
-            };
-            // A read without addresses (copy mode, or nothing to read) is answered with data.
-            let by_data = kind == READ && iovs.as_ref().is_none_or(|v| v.is_empty());
-            let quiet = wr.flags.contains(CompletionFlags::SUPPRESS);
-            if kind == 0 {
-                // Nothing to push.
-            } else if matches!(kind, WRITE_CMA | READ | SEND_CMA) {
-                // The addresses (none for a read in copy mode: the data comes back through
-                // the ring).
-                let iovs = iovs.as_deref().unwrap_or_default();
-                let rec = Rec {
-                    kind,
-                    len: (iovs.len() * 16) as u32,
-                    total,
-                    a,
-                    b,
-                    c: iovs.len() as u32,
-                    ack: self.rx.head(),
-                    ..Rec::default()
-                };
-                if !self.tx.push(rec, |dst, n| write_iovs(iovs, dst, n)) {
-                    return false;
-                }
-            } else {
-                loop {
-                    let at = self.tx_pos;
-                    let n = (total - at).min(cap as u64);
-                    let rec = Rec {
-                        kind,
-                        len: n as u32,
-                        total,
-                        offset: at,
-                        a,
-                        b,
-                        ack: self.rx.head(),
-                        ..Rec::default()
-                    };
-                    let segs = &wr.segs;
-                    // SAFETY: `dst` has `n` writable bytes in the ring slot.
-                    let fill = |dst, n| unsafe {
-                        copy::gather_raw(segs, at, dst, n);
-                    };
-                    if !self.tx.push(rec, fill) {
-                        return false;
-                    }
-                    *any = true;
-                    self.tx_pos = at + n;
-                    if self.tx_pos == total {
-                        break;
-                    }
-                }
+            if let Some(wr) = self.unsent.pop_front() {
+                self.sent_out(wr, p);
             }
-            *any = true;
-            self.sent.push_back(Sent {
-                end: self.tx.tail(),
-                by_data,
-            });
-            if !quiet {
-                self.wanted += 1;
-            }
-            self.tx_pos = 0;
         }
         true
     }
+
+    /// Pushes a request that nothing queued precedes; queues what does not fit.
+    #[inline]
+    pub(super) fn push_now(&mut self, wr: WorkRequest, any: &mut bool) {
+        match push_req(
+            &mut self.tx,
+            self.rx.head(),
+            self.cma_out,
+            &mut self.tx_pos,
+            &wr,
+            any,
+        ) {
+            // Held or dropped here: the work request moves only if it is kept.
+            Some(p) if self.note_sent(&wr, &p) => self.held.push_back(wr),
+            Some(_) => {}
+            None => self.unsent.push_back(wr),
+        }
+    }
+
+    /// Records a request wholly pushed: a compact entry for its completion, and the work
+    /// request itself only if the ring names its memory.
+    fn sent_out(&mut self, wr: WorkRequest, p: Pushed) {
+        if self.note_sent(&wr, &p) {
+            self.held.push_back(wr);
+        }
+    }
+
+    /// The compact entry of a request wholly pushed; returns whether its work request must
+    /// be held (the ring names its memory).
+    #[inline]
+    fn note_sent(&mut self, wr: &WorkRequest, p: &Pushed) -> bool {
+        let held = matches!(p.kind, SEND_CMA | WRITE_CMA | READ);
+        let s = Sent {
+            end: self.tx.tail(),
+            cookie: wr.cookie,
+            len: p.total as u32,
+            flags: wr.flags,
+            op: wr.op.dto_op(),
+            by_data: p.by_data,
+            held,
+        };
+        if !s.quiet() {
+            self.wanted += 1;
+        }
+        self.sent.push_back(s);
+        self.tx_pos = 0;
+        held
+    }
+}
+
+/// How a request went into the ring.
+pub(super) struct Pushed {
+    kind: u32,
+    total: u64,
+    by_data: bool,
+}
+
+/// Pushes the records of `wr` from `*tx_pos` on, each stamped with `ack`; returns how, once
+/// all are in the ring, or `None` if it filled up (`*tx_pos` then says how far it got).
+fn push_req(
+    tx: &mut Producer,
+    ack: u64,
+    cma_out: bool,
+    tx_pos: &mut u64,
+    wr: &WorkRequest,
+    any: &mut bool,
+) -> Option<Pushed> {
+    let cap = tx.payload_cap();
+    let total = wr.len();
+    if wr.op == PostOp::Send && total <= cap as u64 && *tx_pos == 0 {
+        // A message that fits one slot (the common case): one record, bytes inline.
+        let rec = Rec {
+            kind: SEND,
+            len: total as u32,
+            total,
+            ack,
+            ..Rec::default()
+        };
+        let segs = &wr.segs;
+        // SAFETY: `dst` has `n` writable bytes in the ring slot.
+        let fill = |dst, n| unsafe {
+            copy::gather_raw(segs, 0, dst, n);
+        };
+        if !tx.push(rec, fill) {
+            return None;
+        }
+        *any = true;
+        return Some(Pushed {
+            kind: SEND,
+            total,
+            by_data: false,
+        });
+    }
+    // Addresses for the peer's cross-memory attach, when it may and they fit a slot
+    // (else the bytes travel through the ring).
+    let iovs = match wr.op {
+        PostOp::Send if total <= cap as u64 => None,
+        PostOp::Recv => None,
+        _ if cma_out => Some(copy::iovs(&wr.segs)).filter(|v| v.len() * 16 <= cap),
+        _ => None,
+    };
+    let (kind, a, b) = match (wr.op, &iovs) {
+        (PostOp::Send, None) => (SEND, 0, 0),
+        (PostOp::Send, Some(_)) => (SEND_CMA, 0, 0),
+        (PostOp::RdmaWrite(r), Some(_)) => (WRITE_CMA, r.rmr_context, r.virtual_address),
+        (PostOp::RdmaWrite(r), None) => (WRITE, r.rmr_context, r.virtual_address),
+        (PostOp::RdmaRead(r), _) => (READ, r.rmr_context, r.virtual_address),
+        // Never queued here (receives go to the endpoint): complete at once.
+        (PostOp::Recv, _) => (0, 0, 0),
+    };
+    // A read without addresses (copy mode, or nothing to read) is answered with data.
+    let by_data = kind == READ && iovs.as_ref().is_none_or(|v| v.is_empty());
+    if kind == 0 {
+        // Nothing to push.
+    } else if matches!(kind, WRITE_CMA | READ | SEND_CMA) {
+        // The addresses (none for a read in copy mode: the data comes back through
+        // the ring).
+        let iovs = iovs.as_deref().unwrap_or_default();
+        let rec = Rec {
+            kind,
+            len: (iovs.len() * 16) as u32,
+            total,
+            a,
+            b,
+            c: iovs.len() as u32,
+            ack,
+            ..Rec::default()
+        };
+        if !tx.push(rec, |dst, n| write_iovs(iovs, dst, n)) {
+            return None;
+        }
+    } else {
+        loop {
+            let at = *tx_pos;
+            let n = (total - at).min(cap as u64);
+            let rec = Rec {
+                kind,
+                len: n as u32,
+                total,
+                offset: at,
+                a,
+                b,
+                ack,
+                ..Rec::default()
+            };
+            let segs = &wr.segs;
+            // SAFETY: `dst` has `n` writable bytes in the ring slot.
+            let fill = |dst, n| unsafe {
+                copy::gather_raw(segs, at, dst, n);
+            };
+            if !tx.push(rec, fill) {
+                return None;
+            }
+            *any = true;
+            *tx_pos = at + n;
+            if *tx_pos == total {
+                break;
+            }
+        }
+    }
+    *any = true;
+    Some(Pushed {
+        kind,
+        total,
+        by_data,
+    })
 }

@@ -129,8 +129,7 @@ impl Shared {
         deadline: Option<Instant>,
     ) -> DatResult<()> {
         let resources = || DatError::resources(Subtype::NoSubtype);
-        st.next_conn += 1;
-        let id = st.next_conn;
+        let id = st.conns.next_key();
         self.epoll
             .add(sock.as_fd(), TOK_SOCK | id)
             .map_err(|_| resources())?;

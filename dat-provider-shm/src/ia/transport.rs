@@ -19,6 +19,59 @@ fn queue_full() -> DatError {
 }
 
 impl ShmIa {
+    /// [`Transport::progress`]; `None` when another thread holds the state or delivers.
+    fn poll(&self) -> Option<bool> {
+        let sh = &self.shared;
+        sh.polled.store(true, Ordering::Relaxed);
+        // A look at the rings first, under the state lock alone: most polls find nothing
+        // and make no upcall.
+        let mut st = sh.state.try_lock().ok()?;
+        let work = |c: &mut Conn| {
+            matches!(c.phase, Phase::Connected) && c.data.as_mut().is_some_and(|d| d.has_work())
+        };
+        let State {
+            conns, eps, srqs, ..
+        } = &mut *st;
+        let slots = conns.slots_mut();
+        // The first connection with work, if any (most polls find none and stop here).
+        let mut closing = false;
+        let mut first = slots.len();
+        for (i, e) in slots.iter_mut().enumerate() {
+            if let Some((_, c)) = e {
+                if work(c) {
+                    first = i;
+                    break;
+                }
+                closing |= c.closing.is_some();
+            }
+        }
+        let rest = slots.get_mut(first..).filter(|r| !r.is_empty())?;
+        // Another thread delivering is moving data too: report nothing.
+        let deliver = sh.try_deliver()?;
+        let mut out = Ups::new();
+        let mut any = false;
+        let mut broken = Vec::new();
+        for (i, e) in rest.iter_mut().enumerate() {
+            let Some((id, c)) = e else { continue };
+            closing |= c.closing.is_some();
+            if i > 0 && !work(c) {
+                continue;
+            }
+            match super::pump_conn(c, eps, srqs, &sh.mem, &mut out) {
+                Ok(moved) => any |= moved,
+                Err(Fatal) => broken.push(*id),
+            }
+        }
+        let mut g = Guard { st, deliver };
+        if closing || !broken.is_empty() {
+            any |= sh.after_pump(&mut g, broken, closing, &mut out);
+        }
+        sh.finish(g, &mut out);
+        Some(any)
+    }
+}
+
+impl ShmIa {
     fn rdma_mode(&self) -> &'static str {
         if self.shared.cma_mode { "cma" } else { "copy" }
     }
@@ -416,26 +469,7 @@ impl Transport for ShmIa {
     }
 
     fn progress(&self) -> bool {
-        let sh = &self.shared;
-        sh.polled.store(true, Ordering::Relaxed);
-        // A look at the rings first, under the state lock alone: most polls find nothing
-        // and make no upcall.
-        let Ok(mut st) = sh.state.try_lock() else {
-            return false;
-        };
-        let work = st.conns.values_mut().any(|c| {
-            matches!(c.phase, Phase::Connected) && c.data.as_mut().is_some_and(|d| d.has_work())
-        });
-        if !work {
-            return false;
-        }
-        let Some(mut st) = sh.try_deliver(st) else {
-            return false;
-        };
-        let mut out = Ups::new();
-        let any = sh.pump_all(&mut st, &mut out);
-        sh.finish(st, &mut out);
-        any
+        self.poll().unwrap_or(false)
     }
 
     /// Arms every connected ring and sleeps on their eventfds (and the unblock eventfd), then
