@@ -307,7 +307,9 @@ impl Evd {
             // keep the CPU from the thread it waits for (see the `pace` module).
             if (now < spin_until && !crate::pace::contended()) || !progressed {
                 drop(st);
-                if !self.inner.transport.progress() {
+                if self.inner.transport.progress() {
+                    crate::pace::busy_poll();
+                } else {
                     crate::pace::idle_poll();
                     std::hint::spin_loop();
                 }
@@ -350,15 +352,20 @@ impl Evd {
         if self.inner.maybe_ready.load(Ordering::Acquire) {
             match self.inner.dequeue_locked() {
                 Err(e) if e == DatError::QUEUE_EMPTY => {}
-                other => return other,
+                other => {
+                    crate::pace::busy_poll();
+                    return other;
+                }
             }
         }
         let (progressed, handed) =
             crate::handoff::poll::<EvdInner>(&self.inner, || self.inner.transport.progress());
         if let Some(c) = handed {
+            crate::pace::busy_poll();
             return Ok(Event::dto(c));
         }
         if progressed {
+            crate::pace::busy_poll();
             self.inner.dequeue_locked()
         } else {
             crate::pace::idle_poll();

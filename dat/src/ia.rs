@@ -271,7 +271,9 @@ impl Ia {
     /// preempted, a call that moved nothing yields the CPU.
     pub fn progress(&self) -> bool {
         let moved = self.inner.transport.progress();
-        if !moved {
+        if moved {
+            crate::pace::busy_poll();
+        } else {
             crate::pace::idle_poll();
         }
         moved

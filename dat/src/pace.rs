@@ -6,22 +6,43 @@
 //! end of the poller's scheduler slice, milliseconds, for every message: a ping-pong between
 //! two polling threads on one core collapsed from microseconds to about 5 ms per message.
 //!
-//! So the facade watches whether a polling thread is being preempted. Every [`LOOK_EVERY`]th
-//! empty poll reads the clock; a gap of more than [`GAP`] since the last look means the thread
-//! was off the CPU, and if the kernel also counted an involuntary context switch (not just
-//! time the application spent elsewhere) the thread is *contended* for [`HOLD`]. While it is,
-//! every empty poll yields the CPU (`sched_yield`: free when nobody else is ready) and
-//! [`crate::Evd::wait`] sleeps without spinning first. A thread alone on its core never sees
-//! such a gap and never yields, so the uncontended fast path only counts its polls.
+//! So the facade watches whether a polling thread is being preempted *while it spins*. The
+//! polls that find nothing since the last one that found work form a *stretch*. Every
+//! [`LOOK_EVERY`]th empty poll of a stretch reads the clock, and so does the poll that ends a
+//! [`LONG`] stretch by finding work. A gap of more than [`GAP`] between two looks of one
+//! stretch means the thread was off the CPU while it spun; if the kernel also counted an
+//! involuntary context switch meanwhile (not just time the application spent elsewhere), the
+//! thread is *contended* for [`HOLD`]. While it is, every empty poll yields the CPU
+//! (`sched_yield`: free when nobody else is ready) and [`crate::Evd::wait`] sleeps without
+//! spinning first.
+//!
+//! Only gaps inside a stretch count. A ping-pong's stretches are short and separated by the
+//! work of each message; a look every so many empty polls *across* stretches would span many
+//! messages, pass [`GAP`] in normal operation and take any passing preemption (a provider
+//! thread waking for a moment on a 2-core machine) for contention: the thread then yielded on
+//! every empty poll for [`HOLD`], and each yield that handed the CPU over counted as a new
+//! involuntary switch, renewing it (shm 8-byte polled latency 1.5 us instead of 0.3-0.5). A
+//! spinner that really shares its core spins for its whole slice: a long stretch, ended by
+//! the first poll after the gap finding the peer's message.
+//!
+//! While contended, every look also asks the switch count: a yield that hands the CPU over
+//! counts as an involuntary switch, so a count that did not grow since the stretch's previous
+//! look (and no gap) means the yields found nobody else ready, and the thread stops yielding
+//! before [`HOLD`] is over. A thread alone on its core never yields, so the uncontended fast
+//! path only counts its polls.
 
 use std::cell::Cell;
 use std::time::{Duration, Instant};
 
-/// Empty polls between two looks at the clock. An empty poll costs 0.1-0.5 us, so 32 of them
-/// stay well inside [`GAP`]; fewer looks matter where reading the clock is a system call (an
-/// emulated CPU, as in the Soft-RoCE VM).
+/// Empty polls between two looks at the clock within a stretch. An empty poll costs 0.1-0.5
+/// us, so 32 of them stay well inside [`GAP`]; fewer looks matter where reading the clock is
+/// a system call (an emulated CPU, as in the Soft-RoCE VM).
 const LOOK_EVERY: u32 = 32;
-/// A longer time between two looks means the thread did not run meanwhile.
+/// A stretch this long is a spinner's: its switch count is taken (once) and the poll that
+/// ends it looks at the clock. A multiple of [`LOOK_EVERY`]; far above the empty polls of one
+/// message's wait in a ping-pong, far below a scheduler slice's worth.
+const LONG: u32 = 8 * LOOK_EVERY;
+/// A longer time between two looks of one stretch means the thread did not run meanwhile.
 const GAP: Duration = Duration::from_micros(200);
 /// How long a thread stays contended after it was last seen preempted.
 const HOLD: Duration = Duration::from_millis(50);
@@ -29,47 +50,71 @@ const HOLD: Duration = Duration::from_millis(50);
 /// The decision, free of clocks and system calls (tested below with made-up values).
 #[derive(Clone, Copy, Debug)]
 struct Pacer {
-    polls: u32,
+    /// Empty polls in the current stretch.
+    run: u32,
+    /// The current stretch's last look at the clock.
     last_look: Option<Instant>,
-    switches: u64,
+    /// Involuntary switches at the current stretch's last question.
+    switches: Option<u64>,
+    /// The thread's last look at the clock, in any stretch: "now" for [`Pacer::contended`].
+    seen: Option<Instant>,
+    /// Contended until then.
     until: Option<Instant>,
 }
 
 impl Pacer {
     const NEW: Pacer = Pacer {
-        polls: 0,
+        run: 0,
         last_look: None,
-        switches: 0,
+        switches: None,
+        seen: None,
         until: None,
     };
 
     /// Counts an empty poll; returns true when this one should look at the clock.
     fn count(&mut self) -> bool {
-        self.polls = self.polls.wrapping_add(1);
-        self.polls.is_multiple_of(LOOK_EVERY)
+        self.run = self.run.wrapping_add(1);
+        self.run.is_multiple_of(LOOK_EVERY)
     }
 
-    /// A look at `now`; `switches` gives the thread's involuntary context switches so far
-    /// (asked only at the first look and after a gap).
+    /// A poll found work. Returns true when the stretch it ends was long enough for a look
+    /// ([`Pacer::look`] first, then [`Pacer::end`]).
+    fn ends_long(&self) -> bool {
+        self.run >= LONG
+    }
+
+    /// Ends the stretch: the next one starts without a look or a switch count.
+    fn end(&mut self) {
+        self.run = 0;
+        self.last_look = None;
+        self.switches = None;
+    }
+
+    /// A look at `now` within the stretch; `switches` gives the thread's involuntary context
+    /// switches so far, asked only once the stretch is long, after a gap, and while contended.
     fn look(&mut self, now: Instant, switches: impl FnOnce() -> Option<u64>) {
-        let first = self.last_look.is_none();
         let gap = self
             .last_look
             .is_some_and(|l| now.saturating_duration_since(l) > GAP);
+        let was_contended = self.contended();
         self.last_look = Some(now);
-        if (first || gap)
+        self.seen = Some(now);
+        let baseline = self.run >= LONG && self.switches.is_none();
+        if (gap || was_contended || baseline)
             && let Some(n) = switches()
         {
-            if gap && n > self.switches {
-                self.until = Some(now + HOLD);
+            match self.switches {
+                Some(before) if gap && n > before => self.until = Some(now + HOLD),
+                Some(before) if was_contended && !gap && n == before => self.until = None,
+                _ => {}
             }
-            self.switches = n;
+            self.switches = Some(n);
         }
     }
 
     /// True while the thread counts as contended (as of its last look).
     fn contended(&self) -> bool {
-        matches!((self.until, self.last_look), (Some(u), Some(l)) if l < u)
+        matches!((self.until, self.seen), (Some(u), Some(s)) if s < u)
     }
 }
 
@@ -90,6 +135,21 @@ pub(crate) fn idle_poll() {
     }
 }
 
+/// A poll found an event or the transport moved something: ends the stretch of empty polls
+/// (looking at the clock first if it was a spinner's).
+#[inline]
+pub(crate) fn busy_poll() {
+    let mut p = PACER.get();
+    if p.run == 0 {
+        return;
+    }
+    if p.ends_long() {
+        p.look(Instant::now(), dat_sys::sched::involuntary_switches);
+    }
+    p.end();
+    PACER.set(p);
+}
+
 /// True if the calling thread was recently seen preempted while polling: a waiter should
 /// sleep at once rather than spin.
 pub(crate) fn contended() -> bool {
@@ -100,6 +160,7 @@ pub(crate) fn contended() -> bool {
 mod tests {
     use super::*;
 
+    /// `LOOK_EVERY` empty polls, the last one looking at `at`.
     fn looks(p: &mut Pacer, at: Instant, switches: Option<u64>) {
         for _ in 0..LOOK_EVERY - 1 {
             assert!(!p.count());
@@ -108,46 +169,136 @@ mod tests {
         p.look(at, || switches);
     }
 
-    #[test]
-    fn a_thread_polling_without_gaps_never_yields() {
-        let t0 = Instant::now();
-        let mut p = Pacer::NEW;
-        for i in 0..100u32 {
-            // Looks 1 us apart; the switch count may even grow (it is not asked).
-            looks(
-                &mut p,
-                t0 + Duration::from_micros(i.into()),
-                Some(u64::from(i)),
-            );
-            assert!(!p.contended());
+    /// A stretch of `LONG` empty polls 1 us apart from `t0` (switch count `n`); returns the
+    /// time of its last look.
+    fn spin(p: &mut Pacer, t0: Instant, n: u64) -> Instant {
+        let mut t = t0;
+        for i in 0..LONG / LOOK_EVERY {
+            t = t0 + Duration::from_micros(u64::from(i));
+            looks(p, t, Some(n));
+        }
+        t
+    }
+
+    /// The poll that finds work at `at` (switch count `n`).
+    fn found(p: &mut Pacer, at: Instant, n: u64) {
+        if p.run != 0 {
+            if p.ends_long() {
+                p.look(at, || Some(n));
+            }
+            p.end();
         }
     }
 
     #[test]
-    fn a_gap_with_a_preemption_makes_the_thread_contended_for_a_while() {
+    fn a_thread_polling_without_gaps_never_yields() {
         let t0 = Instant::now();
         let mut p = Pacer::NEW;
-        looks(&mut p, t0, Some(3));
-        // Off the CPU for 4 ms, and the kernel counted a preemption meanwhile.
-        let t1 = t0 + Duration::from_millis(4);
-        looks(&mut p, t1, Some(4));
-        assert!(p.contended());
-        looks(&mut p, t1 + HOLD / 2, Some(4));
-        assert!(p.contended());
-        looks(&mut p, t1 + HOLD + Duration::from_micros(1), Some(4));
+        let t = spin(&mut p, t0, 3);
+        // The switch count may even grow: no gap, no contention.
+        looks(&mut p, t + Duration::from_micros(1), Some(9));
         assert!(!p.contended());
+        found(&mut p, t + Duration::from_micros(2), 10);
+        assert!(!p.contended());
+    }
+
+    #[test]
+    fn a_spinner_preempted_until_its_peer_answered_is_contended_for_a_while() {
+        let t0 = Instant::now();
+        let mut p = Pacer::NEW;
+        let t = spin(&mut p, t0, 3);
+        // Off the CPU for 4 ms (the peer's slice), preempted; the first poll back finds the
+        // peer's message.
+        let t1 = t + Duration::from_millis(4);
+        found(&mut p, t1, 4);
+        assert!(p.contended());
+        // A new stretch (it yields now): its first look only takes the switch count.
+        looks(&mut p, t1 + Duration::from_micros(10), Some(5));
+        assert!(p.contended());
+        // Past HOLD, a look finds it no longer contended.
+        p.end();
+        looks(&mut p, t1 + HOLD + Duration::from_micros(1), Some(5));
+        assert!(!p.contended());
+    }
+
+    #[test]
+    fn a_gap_inside_a_stretch_with_a_preemption_is_contention() {
+        let t0 = Instant::now();
+        let mut p = Pacer::NEW;
+        let t = spin(&mut p, t0, 3);
+        looks(&mut p, t + Duration::from_millis(3), Some(4));
+        assert!(p.contended());
+    }
+
+    #[test]
+    fn gaps_between_the_stretches_of_a_ping_pong_are_not_contention() {
+        // Each message: a few empty polls (less than a look's worth now and then a look),
+        // then work; the thread is preempted now and then between messages (its count grows)
+        // and the looks of consecutive stretches are milliseconds apart.
+        let t0 = Instant::now();
+        let mut p = Pacer::NEW;
+        for m in 0..1000u64 {
+            let t = t0 + Duration::from_millis(m);
+            if m % 10 == 0 {
+                looks(&mut p, t, Some(m));
+            } else {
+                for _ in 0..5 {
+                    assert!(!p.count());
+                }
+            }
+            found(&mut p, t + Duration::from_micros(3), m + 1);
+            assert!(!p.contended(), "message {m}");
+        }
     }
 
     #[test]
     fn a_gap_the_application_spent_elsewhere_is_not_contention() {
         let t0 = Instant::now();
         let mut p = Pacer::NEW;
-        looks(&mut p, t0, Some(7));
+        let t = spin(&mut p, t0, 7);
         // A gap, but no involuntary switch: the application computed between its polls.
-        looks(&mut p, t0 + Duration::from_millis(3), Some(7));
+        looks(&mut p, t + Duration::from_millis(3), Some(7));
         assert!(!p.contended());
         // Nor when the kernel does not say.
-        looks(&mut p, t0 + Duration::from_millis(6), None);
+        looks(&mut p, t + Duration::from_millis(6), None);
         assert!(!p.contended());
+    }
+
+    #[test]
+    fn a_short_stretch_never_asks_the_kernel() {
+        let t0 = Instant::now();
+        let mut p = Pacer::NEW;
+        for i in 0..LONG / LOOK_EVERY - 1 {
+            for _ in 0..LOOK_EVERY - 1 {
+                p.count();
+            }
+            assert!(p.count());
+            p.look(t0 + Duration::from_micros(u64::from(i)), || {
+                panic!("getrusage asked in a short stretch without a gap")
+            });
+        }
+        // Ended by work before it was long: no look either.
+        assert!(!p.ends_long());
+    }
+
+    #[test]
+    fn a_contended_thread_whose_yields_find_nobody_ready_stops_yielding() {
+        let t0 = Instant::now();
+        let mut p = Pacer::NEW;
+        let t = spin(&mut p, t0, 3);
+        let t1 = t + Duration::from_millis(4);
+        looks(&mut p, t1, Some(4));
+        assert!(p.contended());
+        // Its yields keep handing the CPU over (another thread polls on the same core).
+        let t2 = t1 + Duration::from_micros(100);
+        looks(&mut p, t2, Some(9));
+        assert!(p.contended());
+        // Then a look without a gap and without a switch since the last one: alone again.
+        let t3 = t2 + Duration::from_micros(100);
+        looks(&mut p, t3, Some(9));
+        assert!(!p.contended());
+        // A later preemption while spinning makes it contended again.
+        looks(&mut p, t3 + Duration::from_millis(4), Some(10));
+        assert!(p.contended());
     }
 }
