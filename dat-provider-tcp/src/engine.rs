@@ -392,6 +392,12 @@ impl Engine {
         self.processed != self.ack_sent
     }
 
+    /// True if a request of ours waits to be framed: its frame will carry the
+    /// acknowledgement, so no bare `Ack` needs deciding on.
+    pub fn request_waiting(&self) -> bool {
+        self.state == State::Connected && self.tx_idx < self.outstanding.len()
+    }
+
     /// Returns an endpoint to its initial state for a new connection (`dat_ep_reset`). Queued
     /// bytes are dropped; receives posted since are kept.
     pub fn reset(&mut self) {
@@ -473,10 +479,12 @@ impl Engine {
                 break;
             }
             let rest = input.get(used..).unwrap_or_default();
+            if rest.is_empty() {
+                // Everything used (the usual end: whole frames were read): no header to
+                // look for, no piece to continue.
+                break;
+            }
             if self.rx_stream.is_some() {
-                if rest.is_empty() {
-                    break;
-                }
                 let before = self.rx_stream.map_or(0, |s| s.left);
                 self.stream_place(now, rest);
                 used += before.min(rest.len());

@@ -65,9 +65,11 @@ impl Shared {
         let read = mode != Pump::Post;
         // An acknowledgement that becomes due in this pump was set from the clock of this
         // pump: it cannot be late yet, so without one waiting any time before now will do.
+        // A request of ours waiting to be framed carries the acknowledgement (a reply, the
+        // usual case): no bare ack to decide on either.
         let ack_clock = match mode {
             Pump::Serve => None,
-            _ if io.engine.ack_pending() => Some(clock.now()),
+            _ if io.engine.ack_pending() && !io.engine.request_waiting() => Some(clock.now()),
             _ => Some(self.epoch),
         };
         io.engine.set_ack_clock(ack_clock);
@@ -106,6 +108,11 @@ impl Shared {
                         Ok(n) => {
                             io.engine.advance_transmit(n);
                             moved = true;
+                            if !io.engine.wants_transmit() {
+                                // All written (a small message's only frame): asking again
+                                // would only build an empty `iovec` list.
+                                break;
+                            }
                         }
                         Err(e) if e.kind() == ErrorKind::WouldBlock => break,
                         Err(e) if e.kind() == ErrorKind::Interrupted => {}
@@ -187,6 +194,11 @@ impl Shared {
                 return any;
             }
             any = true;
+            if !read && io.rx_len == 0 && !io.engine.wants_transmit() {
+                // A post wrote its frames and has no input to execute: another round would
+                // find nothing to do.
+                return true;
+            }
         }
         io.backlog = true;
         any
