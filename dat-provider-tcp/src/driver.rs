@@ -503,6 +503,8 @@ impl Shared {
         // While stepped back: how long until the next look at whether the application still
         // polls (doubling from `CHECK` while it does: see the `handoff` module).
         let mut check = handoff::CHECK;
+        // The application's `progress` calls at the previous look.
+        let mut seen_calls = 0;
         while !self.stop.load(Ordering::Acquire) {
             let mut timeout = self.next_timeout();
             if passive {
@@ -523,7 +525,8 @@ impl Shared {
             let now = Instant::now();
             // A waiter going to sleep handed the sockets back: take them whatever the clock
             // says (it polls once more on its way to sleep).
-            let polling = !self.handback.swap(false, Ordering::Relaxed) && self.app_polling(now);
+            let handback = self.handback.swap(false, Ordering::Relaxed);
+            let polling = self.app_polling(now, passive, &mut seen_calls) && !handback;
             for ev in &events {
                 let entry = read(&self.entries).get(&ev.token()).cloned();
                 match entry {
