@@ -704,6 +704,16 @@ impl Engine {
         self.events.pop_front()
     }
 
+    /// Moves every fact to report to the end of `out`, in order ([`Engine::poll_event`] for
+    /// all of them at once: into an empty `out`, the two queues are swapped, no event moved).
+    pub fn take_events(&mut self, out: &mut VecDeque<Event>) {
+        if out.is_empty() {
+            std::mem::swap(&mut self.events, out);
+        } else {
+            out.append(&mut self.events);
+        }
+    }
+
     /// Bytes to write to the socket (empty when there are none). Generates data frames up
     /// to a high-water mark; call [`Engine::advance_transmit`] with what was written.
     /// Payloads queued by reference are copied here; [`Engine::poll_transmit_pieces`] avoids

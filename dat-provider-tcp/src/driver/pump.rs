@@ -1,7 +1,7 @@
 //! The pump: moves bytes between one endpoint's socket and its engine, for whichever thread
 //! holds the endpoint (a post, a polling application thread, the driver).
 
-use std::io::{ErrorKind, Read};
+use std::io::ErrorKind;
 use std::time::Instant;
 
 use super::{Io, PUMP_BUDGET, Shared, vectored};
@@ -145,7 +145,7 @@ impl Shared {
                 let asked = direct.map_or(io.rx.len() - io.rx_len, |(_, len)| len);
                 let got = match direct {
                     Some((ptr, len)) => vectored::read_direct(sock, ptr, len).map(|n| (n, true)),
-                    None => sock.read(&mut io.rx[io.rx_len..]).map(|n| (n, false)),
+                    None => vectored::read_buf(sock, &mut io.rx[io.rx_len..]).map(|n| (n, false)),
                 };
                 drained = matches!(got, Ok((n, _)) if n > 0 && n < asked);
                 match got {

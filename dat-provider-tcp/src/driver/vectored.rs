@@ -73,12 +73,7 @@ pub(super) fn write_queued(sock: &mut TcpStream, engine: &mut Engine) -> io::Res
     // above (`MaybeUninit<iovec>` has the layout of `iovec`), and `writev` reads no others.
     let r = unsafe { libc::writev(fd, iov.as_ptr().cast::<libc::iovec>(), n) };
     if r < 0 {
-        let e = io::Error::last_os_error();
-        return Err(if e.raw_os_error() == Some(libc::EAGAIN) {
-            io::Error::from(ErrorKind::WouldBlock)
-        } else {
-            e
-        });
+        return Err(last_error());
     }
     Ok(usize::try_from(r).unwrap_or(0))
 }
@@ -99,6 +94,32 @@ pub(super) fn direct_target(
     inside.then(|| (seg.buf.as_ptr().wrapping_add(seg.offset + off), len))
 }
 
+/// Reads from the socket into `buf` with one `recv`: [`std::io::Read`] for a busy poll, less
+/// the layers (mio, std) and the OS error value built and decoded for every `EAGAIN`.
+///
+/// # Errors
+/// The socket's error; `WouldBlock` when nothing is there.
+pub(super) fn read_buf(sock: &TcpStream, buf: &mut [u8]) -> io::Result<usize> {
+    // SAFETY: `buf` is a valid, exclusively borrowed byte buffer of `buf.len()` bytes for the
+    // call; `recv` writes at most that many; `fd` is the socket's open descriptor.
+    let r = unsafe { libc::recv(sock.as_raw_fd(), buf.as_mut_ptr().cast(), buf.len(), 0) };
+    if r < 0 {
+        return Err(last_error());
+    }
+    Ok(usize::try_from(r).unwrap_or(0))
+}
+
+/// The error of the system call that just failed, `EAGAIN` as a plain `WouldBlock` (no OS
+/// error to decode on the busy-poll path).
+fn last_error() -> io::Error {
+    let e = io::Error::last_os_error();
+    if e.raw_os_error() == Some(libc::EAGAIN) {
+        io::Error::from(ErrorKind::WouldBlock)
+    } else {
+        e
+    }
+}
+
 /// Reads from the socket straight into registered memory.
 ///
 /// # Errors
@@ -110,12 +131,7 @@ pub(super) fn read_direct(sock: &TcpStream, ptr: *mut u8, len: usize) -> io::Res
     // writing into it creates no aliasing with Rust references; `fd` is open.
     let r = unsafe { libc::read(sock.as_raw_fd(), ptr.cast(), len) };
     if r < 0 {
-        let e = io::Error::last_os_error();
-        return Err(if e.raw_os_error() == Some(libc::EAGAIN) {
-            io::Error::from(ErrorKind::WouldBlock)
-        } else {
-            e
-        });
+        return Err(last_error());
     }
     Ok(usize::try_from(r).unwrap_or(0))
 }
