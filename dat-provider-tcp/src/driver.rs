@@ -276,12 +276,14 @@ impl Shared {
     }
 
     /// [`Shared::with_io`] for a post: when `f` leaves nothing to report, it does not wait
-    /// for another thread's delivery in progress (nothing of the post's depends on it).
-    pub(crate) fn with_io_post<R>(&self, ep: &EpConn, f: impl FnOnce(&Shared, &mut Io) -> R) -> R {
+    /// for another thread's delivery in progress (nothing of the post's depends on it). `f`
+    /// returns whether it pumped: a post that only queued (a receive, with no send waiting
+    /// for one) changed no state to publish, so with no event either it skips the rest.
+    pub(crate) fn with_io_post(&self, ep: &EpConn, f: impl FnOnce(&Shared, &mut Io) -> bool) {
         let mut io = lock(&ep.io);
-        let r = f(self, &mut io);
-        self.finish(ep, io, false);
-        r
+        if f(self, &mut io) || io.engine.has_events() {
+            self.finish(ep, io, false);
+        }
     }
 
     /// Like [`Shared::with_io`] but gives up if another thread holds the endpoint. `f`

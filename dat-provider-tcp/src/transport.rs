@@ -272,11 +272,13 @@ impl Transport for TcpIa {
         let recv = wr.op == PostOp::Recv;
         self.shared.with_io_post(conn, |sh, io| {
             io.engine.post(wr);
-            if !recv || io.engine.is_parked() {
+            let pump = !recv || io.engine.is_parked();
+            if pump {
                 // Frames go out from this thread; a parked send may now proceed.
                 let mode = if recv { Pump::Serve } else { Pump::Post };
                 sh.pump_with(io, &mut Clock::lazy(), mode);
             }
+            pump
         });
         Ok(())
     }
