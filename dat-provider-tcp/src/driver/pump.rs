@@ -87,45 +87,7 @@ impl Shared {
                     None => moved = true,
                 }
             }
-            // Execute what was read.
-            if io.rx_len > 0 && !io.engine.is_closed() {
-                let used = io.engine.handle_input(clock.now(), &io.rx[..io.rx_len]);
-                if used > 0 {
-                    io.rx.copy_within(used..io.rx_len, 0);
-                    io.rx_len -= used;
-                    moved = true;
-                }
-            }
-            // Write what the engine has.
-            if let Some(sock) = io
-                .sock
-                .as_mut()
-                .filter(|_| !io.connecting && io.engine.wants_transmit())
-            {
-                loop {
-                    match vectored::write_queued(sock, &mut io.engine) {
-                        Ok(0) => break,
-                        Ok(n) => {
-                            io.engine.advance_transmit(n);
-                            moved = true;
-                            if !io.engine.wants_transmit() {
-                                // All written (a small message's only frame): asking again
-                                // would only build an empty `iovec` list.
-                                break;
-                            }
-                        }
-                        Err(e) if e.kind() == ErrorKind::WouldBlock => break,
-                        Err(e) if e.kind() == ErrorKind::Interrupted => {}
-                        Err(e) => {
-                            tracing::debug!(error = %e, "write failed");
-                            io.engine.handle_transport_error(transport_error(&e));
-                            moved = true;
-                            break;
-                        }
-                    }
-                }
-            }
-            // Read more.
+            // Read first, so that what arrives is executed (and answered) in the same round.
             let room = io.rx_len < io.rx.len();
             if read
                 && room
@@ -179,6 +141,46 @@ impl Shared {
                             let _ = self.registry.deregister(&mut { s });
                         }
                         moved = true;
+                    }
+                }
+            }
+            // Execute what was read.
+            if io.rx_len > 0 && !io.engine.is_closed() {
+                let used = io.engine.handle_input(clock.now(), &io.rx[..io.rx_len]);
+                if used > 0 {
+                    if used < io.rx_len {
+                        io.rx.copy_within(used..io.rx_len, 0);
+                    }
+                    io.rx_len -= used;
+                    moved = true;
+                }
+            }
+            // Write what the engine has.
+            if let Some(sock) = io
+                .sock
+                .as_mut()
+                .filter(|_| !io.connecting && io.engine.wants_transmit())
+            {
+                loop {
+                    match vectored::write_queued(sock, &mut io.engine) {
+                        Ok(0) => break,
+                        Ok(n) => {
+                            io.engine.advance_transmit(n);
+                            moved = true;
+                            if !io.engine.wants_transmit() {
+                                // All written (a small message's only frame): asking again
+                                // would only build an empty `iovec` list.
+                                break;
+                            }
+                        }
+                        Err(e) if e.kind() == ErrorKind::WouldBlock => break,
+                        Err(e) if e.kind() == ErrorKind::Interrupted => {}
+                        Err(e) => {
+                            tracing::debug!(error = %e, "write failed");
+                            io.engine.handle_transport_error(transport_error(&e));
+                            moved = true;
+                            break;
+                        }
                     }
                 }
             }
