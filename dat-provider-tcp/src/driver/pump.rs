@@ -106,16 +106,21 @@ impl Shared {
                 };
                 let asked = direct.map_or(io.rx.len() - io.rx_len, |(_, len)| len);
                 let got = match direct {
-                    Some((ptr, len)) => vectored::read_direct(sock, ptr, len).map(|n| (n, true)),
-                    None => vectored::read_buf(sock, &mut io.rx[io.rx_len..]).map(|n| (n, false)),
+                    Some((ptr, len)) => {
+                        vectored::read_direct(sock, ptr, len).map(|r| r.map(|n| (n, true)))
+                    }
+                    None => vectored::read_buf(sock, &mut io.rx[io.rx_len..])
+                        .map(|r| r.map(|n| (n, false))),
                 };
-                drained = matches!(got, Ok((n, _)) if n > 0 && n < asked);
+                drained = matches!(got, Ok(Some((n, _))) if n > 0 && n < asked);
                 match got {
-                    Ok((n, true)) if n > 0 => {
+                    // Nothing there (`EAGAIN`).
+                    Ok(None) => {}
+                    Ok(Some((n, true))) if n > 0 => {
                         io.engine.rx_direct_done(clock.now(), n);
                         moved = true;
                     }
-                    Ok((0, _)) => {
+                    Ok(Some((0, _))) => {
                         io.engine.handle_transport_error(TransportError::Lost);
                         io.rx_len = 0;
                         if let Some(s) = io.sock.take() {
@@ -123,7 +128,7 @@ impl Shared {
                         }
                         moved = true;
                     }
-                    Ok((n, _)) => {
+                    Ok(Some((n, _))) => {
                         if io.engine.is_closed() {
                             // Nothing more to execute: discard.
                         } else {
