@@ -73,6 +73,11 @@ impl Shared {
             _ => Some(self.epoch),
         };
         io.engine.set_ack_clock(ack_clock);
+        if !read && io.rx_len == 0 && !io.connecting {
+            // A post with no input waiting (the usual case): only writing to do.
+            let wrote = self.transmit(io);
+            return self.release_closed(io) || wrote;
+        }
         let mut any = false;
         // A read that returned less than it asked for emptied the socket: another read in
         // this pump would only cost a system call to hear `EAGAIN` (bytes that arrive later
@@ -160,43 +165,9 @@ impl Shared {
                     moved = true;
                 }
             }
-            // Write what the engine has.
-            if let Some(sock) = io
-                .sock
-                .as_mut()
-                .filter(|_| !io.connecting && io.engine.wants_transmit())
-            {
-                loop {
-                    match vectored::write_queued(sock, &mut io.engine) {
-                        Ok(0) => break,
-                        Ok(n) => {
-                            io.engine.advance_transmit(n);
-                            moved = true;
-                            if !io.engine.wants_transmit() {
-                                // All written (a small message's only frame): asking again
-                                // would only build an empty `iovec` list.
-                                break;
-                            }
-                        }
-                        Err(e) if e.kind() == ErrorKind::WouldBlock => break,
-                        Err(e) if e.kind() == ErrorKind::Interrupted => {}
-                        Err(e) => {
-                            tracing::debug!(error = %e, "write failed");
-                            io.engine.handle_transport_error(transport_error(&e));
-                            moved = true;
-                            break;
-                        }
-                    }
-                }
-            }
-            // A finished connection gives its socket up once everything is written.
-            if io.engine.is_closed() && !io.engine.wants_transmit() {
-                io.rx_len = 0;
-                if let Some(s) = io.sock.take() {
-                    self.linger(s);
-                    moved = true;
-                }
-            }
+            // Write what the engine has; a finished connection then gives its socket up.
+            moved |= self.transmit(io);
+            moved |= self.release_closed(io);
             if !moved {
                 return any;
             }
@@ -209,6 +180,55 @@ impl Shared {
         }
         io.backlog = true;
         any
+    }
+
+    /// Writes what the engine has until it has nothing more or the socket is full. Returns
+    /// true if anything moved (bytes, or a write error the engine was told of).
+    fn transmit(&self, io: &mut Io) -> bool {
+        let mut moved = false;
+        let Some(sock) = io
+            .sock
+            .as_mut()
+            .filter(|_| !io.connecting && io.engine.wants_transmit())
+        else {
+            return false;
+        };
+        loop {
+            match vectored::write_queued(sock, &mut io.engine) {
+                Ok(0) => break,
+                Ok(n) => {
+                    io.engine.advance_transmit(n);
+                    moved = true;
+                    if !io.engine.wants_transmit() {
+                        // All written (a small message's only frame): asking again would only
+                        // build an empty `iovec` list.
+                        break;
+                    }
+                }
+                Err(e) if e.kind() == ErrorKind::WouldBlock => break,
+                Err(e) if e.kind() == ErrorKind::Interrupted => {}
+                Err(e) => {
+                    tracing::debug!(error = %e, "write failed");
+                    io.engine.handle_transport_error(transport_error(&e));
+                    moved = true;
+                    break;
+                }
+            }
+        }
+        moved
+    }
+
+    /// A finished connection gives its socket up once everything is written. Returns true if
+    /// it did.
+    fn release_closed(&self, io: &mut Io) -> bool {
+        if io.engine.is_closed() && !io.engine.wants_transmit() {
+            io.rx_len = 0;
+            if let Some(s) = io.sock.take() {
+                self.linger(s);
+                return true;
+            }
+        }
+        false
     }
 
     /// An active connect: `Some(true)` when connected, `Some(false)` still in progress,
