@@ -687,15 +687,19 @@ impl Engine {
 
     /// The next deadline, if any.
     pub fn poll_timeout(&self) -> Option<Instant> {
-        let connect = match self.state {
+        match self.state {
             State::Connecting { deadline } => deadline,
             State::Retrying { deadline, at } => Some(deadline.map_or(at, |d| d.min(at))),
+            // Asked after every call into the engine: the usual answer (connected, no send
+            // waiting for a receive, no graceful disconnect) comes without building a list.
+            State::Connected => match (self.rnr_deadline, self.drain_deadline) {
+                (None, None) => None,
+                (Some(r), None) => Some(r),
+                (None, Some(d)) => Some(d),
+                (Some(r), Some(d)) => Some(r.min(d)),
+            },
             _ => None,
-        };
-        let connected = self.state == State::Connected;
-        let rnr = self.rnr_deadline.filter(|_| connected);
-        let drain = self.drain_deadline.filter(|_| connected);
-        [connect, rnr, drain].into_iter().flatten().min()
+        }
     }
 
     /// The next fact to report. Successful completions of requests posted with
