@@ -392,6 +392,12 @@ impl Engine {
         self.processed != self.ack_sent
     }
 
+    /// True if a request of ours waits to be framed: its frame will carry the
+    /// acknowledgement, so no bare `Ack` needs deciding on.
+    pub fn request_waiting(&self) -> bool {
+        self.state == State::Connected && self.tx_idx < self.outstanding.len()
+    }
+
     /// Returns an endpoint to its initial state for a new connection (`dat_ep_reset`). Queued
     /// bytes are dropped; receives posted since are kept.
     pub fn reset(&mut self) {
@@ -473,10 +479,12 @@ impl Engine {
                 break;
             }
             let rest = input.get(used..).unwrap_or_default();
+            if rest.is_empty() {
+                // Everything used (the usual end: whole frames were read): no header to
+                // look for, no piece to continue.
+                break;
+            }
             if self.rx_stream.is_some() {
-                if rest.is_empty() {
-                    break;
-                }
                 let before = self.rx_stream.map_or(0, |s| s.left);
                 self.stream_place(now, rest);
                 used += before.min(rest.len());
@@ -679,21 +687,35 @@ impl Engine {
 
     /// The next deadline, if any.
     pub fn poll_timeout(&self) -> Option<Instant> {
-        let connect = match self.state {
+        match self.state {
             State::Connecting { deadline } => deadline,
             State::Retrying { deadline, at } => Some(deadline.map_or(at, |d| d.min(at))),
+            // Asked after every call into the engine: the usual answer (connected, no send
+            // waiting for a receive, no graceful disconnect) comes without building a list.
+            State::Connected => match (self.rnr_deadline, self.drain_deadline) {
+                (None, None) => None,
+                (Some(r), None) => Some(r),
+                (None, Some(d)) => Some(d),
+                (Some(r), Some(d)) => Some(r.min(d)),
+            },
             _ => None,
-        };
-        let connected = self.state == State::Connected;
-        let rnr = self.rnr_deadline.filter(|_| connected);
-        let drain = self.drain_deadline.filter(|_| connected);
-        [connect, rnr, drain].into_iter().flatten().min()
+        }
     }
 
     /// The next fact to report. Successful completions of requests posted with
     /// `DAT_COMPLETION_SUPPRESS_FLAG` are not reported (the consumer would never see them).
     pub fn poll_event(&mut self) -> Option<Event> {
         self.events.pop_front()
+    }
+
+    /// Moves every fact to report to the end of `out`, in order ([`Engine::poll_event`] for
+    /// all of them at once: into an empty `out`, the two queues are swapped, no event moved).
+    pub fn take_events(&mut self, out: &mut VecDeque<Event>) {
+        if out.is_empty() {
+            std::mem::swap(&mut self.events, out);
+        } else {
+            out.append(&mut self.events);
+        }
     }
 
     /// Bytes to write to the socket (empty when there are none). Generates data frames up

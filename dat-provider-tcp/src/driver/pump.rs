@@ -1,7 +1,7 @@
 //! The pump: moves bytes between one endpoint's socket and its engine, for whichever thread
 //! holds the endpoint (a post, a polling application thread, the driver).
 
-use std::io::{ErrorKind, Read};
+use std::io::ErrorKind;
 use std::time::Instant;
 
 use super::{Io, PUMP_BUDGET, Shared, vectored};
@@ -65,12 +65,19 @@ impl Shared {
         let read = mode != Pump::Post;
         // An acknowledgement that becomes due in this pump was set from the clock of this
         // pump: it cannot be late yet, so without one waiting any time before now will do.
+        // A request of ours waiting to be framed carries the acknowledgement (a reply, the
+        // usual case): no bare ack to decide on either.
         let ack_clock = match mode {
             Pump::Serve => None,
-            _ if io.engine.ack_pending() => Some(clock.now()),
+            _ if io.engine.ack_pending() && !io.engine.request_waiting() => Some(clock.now()),
             _ => Some(self.epoch),
         };
         io.engine.set_ack_clock(ack_clock);
+        if !read && io.rx_len == 0 && !io.connecting {
+            // A post with no input waiting (the usual case): only writing to do.
+            let wrote = self.transmit(io);
+            return self.release_closed(io) || wrote;
+        }
         let mut any = false;
         // A read that returned less than it asked for emptied the socket: another read in
         // this pump would only cost a system call to hear `EAGAIN` (bytes that arrive later
@@ -85,40 +92,7 @@ impl Shared {
                     None => moved = true,
                 }
             }
-            // Execute what was read.
-            if io.rx_len > 0 && !io.engine.is_closed() {
-                let used = io.engine.handle_input(clock.now(), &io.rx[..io.rx_len]);
-                if used > 0 {
-                    io.rx.copy_within(used..io.rx_len, 0);
-                    io.rx_len -= used;
-                    moved = true;
-                }
-            }
-            // Write what the engine has.
-            if let Some(sock) = io
-                .sock
-                .as_mut()
-                .filter(|_| !io.connecting && io.engine.wants_transmit())
-            {
-                loop {
-                    match vectored::write_queued(sock, &mut io.engine) {
-                        Ok(0) => break,
-                        Ok(n) => {
-                            io.engine.advance_transmit(n);
-                            moved = true;
-                        }
-                        Err(e) if e.kind() == ErrorKind::WouldBlock => break,
-                        Err(e) if e.kind() == ErrorKind::Interrupted => {}
-                        Err(e) => {
-                            tracing::debug!(error = %e, "write failed");
-                            io.engine.handle_transport_error(transport_error(&e));
-                            moved = true;
-                            break;
-                        }
-                    }
-                }
-            }
-            // Read more.
+            // Read first, so that what arrives is executed (and answered) in the same round.
             let room = io.rx_len < io.rx.len();
             if read
                 && room
@@ -137,16 +111,21 @@ impl Shared {
                 };
                 let asked = direct.map_or(io.rx.len() - io.rx_len, |(_, len)| len);
                 let got = match direct {
-                    Some((ptr, len)) => vectored::read_direct(sock, ptr, len).map(|n| (n, true)),
-                    None => sock.read(&mut io.rx[io.rx_len..]).map(|n| (n, false)),
+                    Some((ptr, len)) => {
+                        vectored::read_direct(sock, ptr, len).map(|r| r.map(|n| (n, true)))
+                    }
+                    None => vectored::read_buf(sock, &mut io.rx[io.rx_len..])
+                        .map(|r| r.map(|n| (n, false))),
                 };
-                drained = matches!(got, Ok((n, _)) if n > 0 && n < asked);
+                drained = matches!(got, Ok(Some((n, _))) if n > 0 && n < asked);
                 match got {
-                    Ok((n, true)) if n > 0 => {
+                    // Nothing there (`EAGAIN`).
+                    Ok(None) => {}
+                    Ok(Some((n, true))) if n > 0 => {
                         io.engine.rx_direct_done(clock.now(), n);
                         moved = true;
                     }
-                    Ok((0, _)) => {
+                    Ok(Some((0, _))) => {
                         io.engine.handle_transport_error(TransportError::Lost);
                         io.rx_len = 0;
                         if let Some(s) = io.sock.take() {
@@ -154,7 +133,7 @@ impl Shared {
                         }
                         moved = true;
                     }
-                    Ok((n, _)) => {
+                    Ok(Some((n, _))) => {
                         if io.engine.is_closed() {
                             // Nothing more to execute: discard.
                         } else {
@@ -175,21 +154,81 @@ impl Shared {
                     }
                 }
             }
-            // A finished connection gives its socket up once everything is written.
-            if io.engine.is_closed() && !io.engine.wants_transmit() {
-                io.rx_len = 0;
-                if let Some(s) = io.sock.take() {
-                    self.linger(s);
+            // Execute what was read.
+            if io.rx_len > 0 && !io.engine.is_closed() {
+                let used = io.engine.handle_input(clock.now(), &io.rx[..io.rx_len]);
+                if used > 0 {
+                    if used < io.rx_len {
+                        io.rx.copy_within(used..io.rx_len, 0);
+                    }
+                    io.rx_len -= used;
                     moved = true;
                 }
             }
+            // Write what the engine has; a finished connection then gives its socket up.
+            moved |= self.transmit(io);
+            moved |= self.release_closed(io);
             if !moved {
                 return any;
             }
             any = true;
+            if !read && io.rx_len == 0 && !io.engine.wants_transmit() {
+                // A post wrote its frames and has no input to execute: another round would
+                // find nothing to do.
+                return true;
+            }
         }
         io.backlog = true;
         any
+    }
+
+    /// Writes what the engine has until it has nothing more or the socket is full. Returns
+    /// true if anything moved (bytes, or a write error the engine was told of).
+    fn transmit(&self, io: &mut Io) -> bool {
+        let mut moved = false;
+        let Some(sock) = io
+            .sock
+            .as_mut()
+            .filter(|_| !io.connecting && io.engine.wants_transmit())
+        else {
+            return false;
+        };
+        loop {
+            match vectored::write_queued(sock, &mut io.engine) {
+                Ok(0) => break,
+                Ok(n) => {
+                    io.engine.advance_transmit(n);
+                    moved = true;
+                    if !io.engine.wants_transmit() {
+                        // All written (a small message's only frame): asking again would only
+                        // build an empty `iovec` list.
+                        break;
+                    }
+                }
+                Err(e) if e.kind() == ErrorKind::WouldBlock => break,
+                Err(e) if e.kind() == ErrorKind::Interrupted => {}
+                Err(e) => {
+                    tracing::debug!(error = %e, "write failed");
+                    io.engine.handle_transport_error(transport_error(&e));
+                    moved = true;
+                    break;
+                }
+            }
+        }
+        moved
+    }
+
+    /// A finished connection gives its socket up once everything is written. Returns true if
+    /// it did.
+    fn release_closed(&self, io: &mut Io) -> bool {
+        if io.engine.is_closed() && !io.engine.wants_transmit() {
+            io.rx_len = 0;
+            if let Some(s) = io.sock.take() {
+                self.linger(s);
+                return true;
+            }
+        }
+        false
     }
 
     /// An active connect: `Some(true)` when connected, `Some(false)` still in progress,

@@ -73,12 +73,7 @@ pub(super) fn write_queued(sock: &mut TcpStream, engine: &mut Engine) -> io::Res
     // above (`MaybeUninit<iovec>` has the layout of `iovec`), and `writev` reads no others.
     let r = unsafe { libc::writev(fd, iov.as_ptr().cast::<libc::iovec>(), n) };
     if r < 0 {
-        let e = io::Error::last_os_error();
-        return Err(if e.raw_os_error() == Some(libc::EAGAIN) {
-            io::Error::from(ErrorKind::WouldBlock)
-        } else {
-            e
-        });
+        return Err(last_error());
     }
     Ok(usize::try_from(r).unwrap_or(0))
 }
@@ -99,23 +94,52 @@ pub(super) fn direct_target(
     inside.then(|| (seg.buf.as_ptr().wrapping_add(seg.offset + off), len))
 }
 
-/// Reads from the socket straight into registered memory.
+/// Reads from the socket into `buf` with one `recv`: [`std::io::Read`] for a busy poll, less
+/// the layers (mio, std) and the error value built, decoded and dropped for every `EAGAIN`.
+/// `Ok(None)`: nothing there (`EAGAIN`).
 ///
 /// # Errors
-/// The socket's error; `WouldBlock` when nothing is there.
-pub(super) fn read_direct(sock: &TcpStream, ptr: *mut u8, len: usize) -> io::Result<usize> {
+/// The socket's error.
+pub(super) fn read_buf(sock: &TcpStream, buf: &mut [u8]) -> io::Result<Option<usize>> {
+    // SAFETY: `buf` is a valid, exclusively borrowed byte buffer of `buf.len()` bytes for the
+    // call; `recv` writes at most that many; `fd` is the socket's open descriptor.
+    let r = unsafe { libc::recv(sock.as_raw_fd(), buf.as_mut_ptr().cast(), buf.len(), 0) };
+    read_result(r)
+}
+
+/// What a read returned: the count, `None` for `EAGAIN`, or the error.
+fn read_result(r: isize) -> io::Result<Option<usize>> {
+    if let Ok(n) = usize::try_from(r) {
+        return Ok(Some(n));
+    }
+    // SAFETY: `__errno_location` returns the calling thread's `errno`, always valid to read.
+    let errno = unsafe { *libc::__errno_location() };
+    if errno == libc::EAGAIN {
+        Ok(None)
+    } else {
+        Err(io::Error::from_raw_os_error(errno))
+    }
+}
+
+/// The error of the system call that just failed, `EAGAIN` as a plain `WouldBlock`.
+fn last_error() -> io::Error {
+    let e = io::Error::last_os_error();
+    if e.raw_os_error() == Some(libc::EAGAIN) {
+        io::Error::from(ErrorKind::WouldBlock)
+    } else {
+        e
+    }
+}
+
+/// Reads from the socket straight into registered memory. `Ok(None)`: nothing there.
+///
+/// # Errors
+/// The socket's error.
+pub(super) fn read_direct(sock: &TcpStream, ptr: *mut u8, len: usize) -> io::Result<Option<usize>> {
     // SAFETY: `ptr..ptr+len` lies inside a registered buffer (checked by `direct_target`)
     // that the engine keeps alive (its `Arc` is held by the receive or the RDMA being
     // placed) and that is only ever accessed through raw-pointer copies, so the kernel
     // writing into it creates no aliasing with Rust references; `fd` is open.
     let r = unsafe { libc::read(sock.as_raw_fd(), ptr.cast(), len) };
-    if r < 0 {
-        let e = io::Error::last_os_error();
-        return Err(if e.raw_os_error() == Some(libc::EAGAIN) {
-            io::Error::from(ErrorKind::WouldBlock)
-        } else {
-            e
-        });
-    }
-    Ok(usize::try_from(r).unwrap_or(0))
+    read_result(r)
 }

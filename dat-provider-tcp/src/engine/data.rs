@@ -62,6 +62,33 @@ fn place_read(segs: &[Segment], at: u64, bytes: &[u8], total: u64) {
     }
 }
 
+/// [`scatter_at`] from the start of a receive, the usual single segment copied to directly.
+fn scatter_start(segs: &[Segment], src: &[u8]) {
+    match segs {
+        [seg] if src.len() <= seg.len => {
+            // Inside the segment (checked again by `copy_from`, which then writes nothing).
+            let _ = seg.copy_from(0, src);
+        }
+        _ => {
+            scatter_at(segs, 0, src);
+        }
+    }
+}
+
+/// [`gather_at`] for a small payload, the usual single segment copied from directly.
+fn gather_small(segs: &[Segment], pos: u64, dst: &mut [u8]) {
+    match (segs, usize::try_from(pos)) {
+        ([seg], Ok(off)) if off.checked_add(dst.len()).is_some_and(|e| e <= seg.len) => {
+            if seg.copy_to(off, dst).is_err() {
+                tracing::error!("send source out of range");
+            }
+        }
+        _ => {
+            gather_at(segs, pos, dst);
+        }
+    }
+}
+
 fn bad(what: &'static str) -> WireError {
     WireError::Field(what)
 }
@@ -269,7 +296,7 @@ impl Engine {
             if flags & LAST != 0 && n == total && payload.len() == n as usize {
                 // The whole message in this one piece (every small send): no receive state
                 // to keep between pieces.
-                scatter_at(&recv.segs, 0, payload);
+                scatter_start(&recv.segs, payload);
                 self.complete_recv(&recv, total, flags);
                 self.executed(msn, now);
                 return Ok(Flow::Next);
@@ -707,7 +734,7 @@ impl Engine {
                 let start = self.txq.buf.len();
                 self.txq.buf.resize(start + n as usize, 0);
                 if let Some(dst) = self.txq.buf.get_mut(start..) {
-                    gather_at(&p.wr.segs, u64::from(off), dst);
+                    gather_small(&p.wr.segs, u64::from(off), dst);
                 }
             }
             if off + n >= total {

@@ -691,3 +691,30 @@ fn the_last_byte_of_an_rdma_never_goes_straight_to_memory() {
         assert_eq!(p.a.read(back.0), data);
     }
 }
+
+#[test]
+fn events_are_taken_in_order_and_a_waiting_request_is_known_until_framed() {
+    let mut p = Pair::connected();
+    let src = p.a.register(b"abcd");
+    assert!(!p.a.e.request_waiting());
+    p.a.e.post(p.a.wr(PostOp::Send, &[tri(src, 0, 4)], 1));
+    assert!(p.a.e.request_waiting(), "posted, not framed yet");
+    assert!(!p.a.e.poll_transmit().is_empty());
+    assert!(
+        !p.a.e.request_waiting(),
+        "framed: nothing left to carry an ack"
+    );
+    // Posts on an unconnected engine complete as flushed, in posting order, whether taken
+    // into an empty queue (swapped) or appended behind events already taken.
+    let mut s = Side::new();
+    let m = s.register(&[0u8; 8]);
+    let flushed = |c| done(c, DtoStatus::Flushed, 0, DtoOp::Send);
+    s.e.post(s.wr(PostOp::Send, &[tri(m, 0, 8)], 2));
+    s.e.post(s.wr(PostOp::Send, &[tri(m, 0, 8)], 3));
+    let mut out = VecDeque::new();
+    s.e.take_events(&mut out);
+    s.e.post(s.wr(PostOp::Send, &[tri(m, 0, 8)], 4));
+    s.e.take_events(&mut out);
+    assert!(!s.e.has_events());
+    assert_eq!(Vec::from(out), vec![flushed(2), flushed(3), flushed(4)]);
+}
