@@ -12,7 +12,10 @@
 //! time the application spent elsewhere) the thread is *contended* for [`HOLD`]. While it is,
 //! every empty poll yields the CPU (`sched_yield`: free when nobody else is ready) and
 //! [`crate::Evd::wait`] sleeps without spinning first. A thread alone on its core never sees
-//! such a gap and never yields, so the uncontended fast path only counts its polls.
+//! such a gap and never yields, so the uncontended fast path only counts its polls. While it is
+//! contended, every look also asks the count: a yield that hands the CPU over counts as an
+//! involuntary switch, so a count that did not grow since the last look (and no gap) means the
+//! yields found nobody else ready, and the thread stops yielding before [`HOLD`] is over.
 
 use std::cell::Cell;
 use std::time::{Duration, Instant};
@@ -50,18 +53,29 @@ impl Pacer {
     }
 
     /// A look at `now`; `switches` gives the thread's involuntary context switches so far
-    /// (asked only at the first look and after a gap).
+    /// (asked at the first look, after a gap, and while contended).
+    ///
+    /// A yield that hands the CPU to another thread counts as an involuntary switch. So while
+    /// the thread is contended, looks without a gap whose count did not grow mean that the
+    /// yields since the last look found nobody else ready: the thread has its core to itself
+    /// again and stops yielding at once, rather than at the end of [`HOLD`]. (Under
+    /// emulation, as in the Soft-RoCE VM, a thread alone on its core is often seen off the
+    /// CPU for a moment; it then yielded, a system call there, on every empty poll for all of
+    /// [`HOLD`].)
     fn look(&mut self, now: Instant, switches: impl FnOnce() -> Option<u64>) {
         let first = self.last_look.is_none();
         let gap = self
             .last_look
             .is_some_and(|l| now.saturating_duration_since(l) > GAP);
+        let was_contended = self.contended();
         self.last_look = Some(now);
-        if (first || gap)
+        if (first || gap || was_contended)
             && let Some(n) = switches()
         {
             if gap && n > self.switches {
                 self.until = Some(now + HOLD);
+            } else if was_contended && !gap && n == self.switches {
+                self.until = None;
             }
             self.switches = n;
         }
@@ -123,8 +137,9 @@ mod tests {
         }
     }
 
-    #[test]
-    fn a_gap_with_a_preemption_makes_the_thread_contended_for_a_while() {
+    /// A pacer that looked now and was seen preempted 4 ms later (contended); returns it and
+    /// the time of that look.
+    fn preempted() -> (Pacer, Instant) {
         let t0 = Instant::now();
         let mut p = Pacer::NEW;
         looks(&mut p, t0, Some(3));
@@ -132,10 +147,34 @@ mod tests {
         let t1 = t0 + Duration::from_millis(4);
         looks(&mut p, t1, Some(4));
         assert!(p.contended());
+        (p, t1)
+    }
+
+    #[test]
+    fn a_gap_with_a_preemption_makes_the_thread_contended_for_a_while() {
+        let (mut p, t1) = preempted();
+        // Its yields found nobody ready (the count stays), but the looks are HOLD / 2 apart:
+        // gaps, which prove nothing.
         looks(&mut p, t1 + HOLD / 2, Some(4));
         assert!(p.contended());
         looks(&mut p, t1 + HOLD + Duration::from_micros(1), Some(4));
         assert!(!p.contended());
+    }
+
+    #[test]
+    fn a_contended_thread_whose_yields_find_nobody_ready_stops_yielding() {
+        let (mut p, t1) = preempted();
+        // Its yields keep handing the CPU over (another thread polls on the same core).
+        let t2 = t1 + Duration::from_micros(100);
+        looks(&mut p, t2, Some(9));
+        assert!(p.contended());
+        // Then a look without a gap and without a switch since the last one: alone again.
+        let t3 = t2 + Duration::from_micros(100);
+        looks(&mut p, t3, Some(9));
+        assert!(!p.contended());
+        // A later preemption makes it contended again.
+        looks(&mut p, t3 + Duration::from_millis(4), Some(10));
+        assert!(p.contended());
     }
 
     #[test]
