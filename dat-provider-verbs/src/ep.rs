@@ -88,10 +88,12 @@ pub struct EpSt {
     pub graceful_by: Option<Instant>,
     /// Inline limit the QP was granted.
     pub max_inline: u32,
-    /// Requests on the send queue, by `wr_id`.
-    pub sends: BTreeMap<u64, Pending>,
-    /// Receives on the endpoint's own receive queue, by `wr_id`.
-    pub recvs: BTreeMap<u64, Pending>,
+    /// Requests on the send queue, by `wr_id` (boxed: a request is moved into the map and out
+    /// again once per message, and a pointer moves for less than the copies of the request it
+    /// replaces cost).
+    pub sends: BTreeMap<u64, Box<Pending>>,
+    /// Receives on the endpoint's own receive queue, by `wr_id` (boxed as `sends`).
+    pub recvs: BTreeMap<u64, Box<Pending>>,
     /// The CQs the QP uses (drained before a terminal fact).
     pub cqs: Vec<Arc<crate::ia::CqSlot>>,
     /// The SRQ the QP takes receives from.

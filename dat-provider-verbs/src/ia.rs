@@ -14,13 +14,13 @@
 //! lock (so they stay in CQ order whoever polls) but never an endpoint's lock; connection
 //! facts are delivered with no lock held. No upcall calls back into the transport.
 
-use std::collections::HashMap;
 use std::net::IpAddr;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError, RwLock};
 use std::time::Instant;
 
+use dat_core::idmap::IdMap;
 use dat_core::provider::{CmFact, Completion, IaUpcalls, SpUpcalls};
 use dat_core::types::{ConnQual, CrId, DtoStatus, EpId, EvdId, PzId, SpId, SrqId};
 use rdma_sys as sys;
@@ -29,7 +29,7 @@ use crate::cm::{CmId, ConnParams, EventChannel, QpCaps};
 use crate::device::{Context, Pd};
 use crate::ep::{Ep, EpSt, Phase, WR_BIND, WR_RECV, WR_SRQ, post_recv};
 use crate::params::VerbsParams;
-use crate::verbs::{CompChannel, Cq, Mr, Mw, Srq, dto_status, empty_wc};
+use crate::verbs::{CompChannel, Cq, Mr, Mw, Srq, dto_status, wc_room};
 
 mod device_events;
 mod events;
@@ -54,6 +54,15 @@ pub const RESOLVE_MS: i32 = 2000;
 /// An application thread that polled within this is still polling: the event thread leaves
 /// the CQs unarmed (no interrupt, no wake-up per completion) and looks again after this.
 pub const APP_IDLE: std::time::Duration = std::time::Duration::from_millis(2);
+
+/// The longest the event thread sleeps between two looks at an application that keeps
+/// polling: the interval starts at [`APP_IDLE`] and doubles at every look that finds it still
+/// polling. Each look wakes the thread, which takes the CPU from the poller for a moment (a
+/// few system calls and two context switches: under emulation, as in the Soft-RoCE VM, enough
+/// for the facade's pacing to count the poller as preempted). The price is a later arming of
+/// the CQs once the application stops polling without sleeping in [`Shared::block`] (a CNO
+/// waiter, or none): at most twice this, once.
+pub const APP_LOOK_MAX: std::time::Duration = std::time::Duration::from_millis(16);
 
 fn eventfd() -> std::io::Result<OwnedFd> {
     // SAFETY: eventfd takes no pointers; the descriptor is owned by the OwnedFd below.
@@ -185,20 +194,23 @@ pub struct Shared {
     /// An id bound to the IA's address, so that a device removal reaches an IA without
     /// connections or service points too (rdma_cm reports it on every id of the device).
     pub(crate) sentinel: Mutex<Option<CmId>>,
-    pub(crate) pds: RwLock<HashMap<PzId, Arc<Pd>>>,
-    pub(crate) mrs: Mutex<HashMap<dat_core::types::LmrId, Mr>>,
-    pub(crate) mws: Mutex<HashMap<dat_core::types::RmrId, Mw>>,
-    pub(crate) cqs: RwLock<HashMap<EvdId, Arc<CqSlot>>>,
+    pub(crate) pds: RwLock<IdMap<PzId, Arc<Pd>>>,
+    pub(crate) mrs: Mutex<IdMap<dat_core::types::LmrId, Mr>>,
+    pub(crate) mws: Mutex<IdMap<dat_core::types::RmrId, Mw>>,
+    pub(crate) cqs: RwLock<IdMap<EvdId, Arc<CqSlot>>>,
     /// The CQs as a list progress can hold without a lock.
     snapshot: RwLock<Arc<[Arc<CqSlot>]>>,
     /// The CQ of a QP queue whose EVD is not given.
     null_cq: Mutex<Option<Arc<CqSlot>>>,
-    pub(crate) srqs: RwLock<HashMap<SrqId, Arc<SrqSlot>>>,
-    pub(crate) eps: RwLock<HashMap<EpId, Arc<Ep>>>,
-    by_qpn: RwLock<HashMap<u32, Arc<Ep>>>,
-    ids: Mutex<HashMap<usize, Owner>>,
-    pub(crate) listeners: Mutex<HashMap<SpId, Listener>>,
-    pub(crate) crs: Mutex<HashMap<CrId, CrPending>>,
+    pub(crate) srqs: RwLock<IdMap<SrqId, Arc<SrqSlot>>>,
+    /// The endpoints (every post looks its endpoint up here). The maps of the IA are
+    /// [`IdMap`]s: one multiplication per lookup instead of SipHash.
+    pub(crate) eps: RwLock<IdMap<EpId, Arc<Ep>>>,
+    /// The connected endpoints by QP number (every work completion looks its endpoint up).
+    by_qpn: RwLock<IdMap<u32, Arc<Ep>>>,
+    ids: Mutex<IdMap<usize, Owner>>,
+    pub(crate) listeners: Mutex<IdMap<SpId, Listener>>,
+    pub(crate) crs: Mutex<IdMap<CrId, CrPending>>,
     next_wr: AtomicU64,
     next_cr: AtomicU32,
     next_tag: AtomicU64,
@@ -243,18 +255,18 @@ impl Shared {
             armed: AtomicBool::new(false),
             dead: AtomicBool::new(false),
             sentinel: Mutex::new(None),
-            pds: RwLock::new(HashMap::new()),
-            mrs: Mutex::new(HashMap::new()),
-            mws: Mutex::new(HashMap::new()),
-            cqs: RwLock::new(HashMap::new()),
+            pds: RwLock::new(IdMap::default()),
+            mrs: Mutex::new(IdMap::default()),
+            mws: Mutex::new(IdMap::default()),
+            cqs: RwLock::new(IdMap::default()),
             snapshot: RwLock::new(Arc::from(Vec::new())),
             null_cq: Mutex::new(None),
-            srqs: RwLock::new(HashMap::new()),
-            eps: RwLock::new(HashMap::new()),
-            by_qpn: RwLock::new(HashMap::new()),
-            ids: Mutex::new(HashMap::new()),
-            listeners: Mutex::new(HashMap::new()),
-            crs: Mutex::new(HashMap::new()),
+            srqs: RwLock::new(IdMap::default()),
+            eps: RwLock::new(IdMap::default()),
+            by_qpn: RwLock::new(IdMap::default()),
+            ids: Mutex::new(IdMap::default()),
+            listeners: Mutex::new(IdMap::default()),
+            crs: Mutex::new(IdMap::default()),
             next_wr: AtomicU64::new(1),
             next_cr: AtomicU32::new(1),
             next_tag: AtomicU64::new(1),
@@ -360,7 +372,7 @@ impl Shared {
         self.polled.store(true, Ordering::Relaxed);
         self.blocked.fetch_sub(1, Ordering::AcqRel);
         // The channel's events were taken here: the event thread must arm again once the
-        // application goes quiet (unarmed, it looks every APP_IDLE by itself).
+        // application goes quiet (unarmed, it looks every APP_IDLE to APP_LOOK_MAX by itself).
         if self.armed.swap(false, Ordering::AcqRel) {
             self.wake();
         }
@@ -541,30 +553,21 @@ impl Shared {
                 Err(std::sync::TryLockError::WouldBlock) => return false,
             }
         };
-        let mut wcs = [
-            empty_wc(),
-            empty_wc(),
-            empty_wc(),
-            empty_wc(),
-            empty_wc(),
-            empty_wc(),
-            empty_wc(),
-            empty_wc(),
-        ];
+        let mut room = wc_room::<8>();
         let mut any = false;
         loop {
-            let n = match slot.cq.poll(&mut wcs) {
-                Ok(n) => n,
+            let wcs = match slot.cq.poll(&mut room) {
+                Ok(wcs) => wcs,
                 Err(e) => {
                     tracing::warn!(ia = %self.name, error = %e, "ibv_poll_cq failed");
-                    0
+                    &[]
                 }
             };
-            if n == 0 {
+            if wcs.is_empty() {
                 return any;
             }
             any = true;
-            for wc in &wcs[..n] {
+            for wc in wcs {
                 self.handle_wc(wc);
             }
         }
@@ -579,7 +582,7 @@ impl Shared {
         let status = dto_status(wc.status);
         let mut out: smallvec::SmallVec<[Completion; 4]> = smallvec::SmallVec::new();
         let mut broken = false;
-        {
+        let drained = {
             let mut st = lock(&ep.st);
             let id = wc.wr_id;
             if id & WR_SRQ != 0 {
@@ -655,11 +658,12 @@ impl Shared {
                     }
                 }
             }
-        }
-        // A graceful disconnect waiting for the send queue to drain proceeds.
-        let drained = !broken && {
-            let st = lock(&ep.st);
-            st.graceful_by.is_some() && st.phase == Phase::Connected && !st.sends_outstanding()
+            // A graceful disconnect waiting for the send queue to drain proceeds (decided
+            // under the same lock: one lock per completion).
+            !broken
+                && st.graceful_by.is_some()
+                && st.phase == Phase::Connected
+                && !st.sends_outstanding()
         };
         for c in out {
             ep.upcalls.completion(c);

@@ -689,12 +689,12 @@ impl Transport for VerbsIa {
             if posted {
                 post_recv(qp, None, id, &wr).map_err(full)?;
             }
-            let p = Pending {
+            let p = Box::new(Pending {
                 wr,
                 signaled: true,
                 posted,
                 reported: false,
-            };
+            });
             st.recvs.insert(id, p);
             return Ok(());
         }
@@ -708,12 +708,12 @@ impl Transport for VerbsIa {
         let signaled = post_send(qp, id, &wr, st.max_inline).map_err(full)?;
         st.sends.insert(
             id,
-            Pending {
+            Box::new(Pending {
                 wr,
                 signaled,
                 posted: true,
                 reported: false,
-            },
+            }),
         );
         Ok(())
     }

@@ -6,6 +6,7 @@
 //! and PD; so a channel outlives its CQs, a PD its MRs, SRQs and QPs, and the context its PDs.
 
 use std::io;
+use std::mem::MaybeUninit;
 use std::ptr::NonNull;
 use std::sync::Arc;
 
@@ -151,17 +152,27 @@ impl Cq {
         errno_result(unsafe { sys::ibv_req_notify_cq(self.cq.as_ptr(), 0) })
     }
 
-    /// Polls up to `out.len()` completions into `out`; returns how many. No system call on
-    /// providers that poll in user space (all current ones, rxe included).
+    /// Polls up to `out.len()` completions into `out` and returns those it wrote. No system
+    /// call on providers that poll in user space (all current ones, rxe included). `out` need
+    /// not be initialised: an empty poll, the usual case of a busy poller, then costs no
+    /// clearing of the array.
     ///
     /// # Errors
     /// A negative return of `ibv_poll_cq`.
-    pub fn poll(&self, out: &mut [sys::ibv_wc]) -> io::Result<usize> {
+    pub fn poll<'a>(
+        &self,
+        out: &'a mut [MaybeUninit<sys::ibv_wc>],
+    ) -> io::Result<&'a [sys::ibv_wc]> {
         let n = i32::try_from(out.len()).unwrap_or(i32::MAX);
-        // SAFETY: the CQ is live and `out` has room for `n` work completions; the caller holds
-        // the CQ's lock, so no other thread polls it at the same time.
-        let rc = unsafe { sys::ibv_poll_cq(self.cq.as_ptr(), n, out.as_mut_ptr()) };
-        usize::try_from(rc).map_err(|_| io::Error::from_raw_os_error(-rc))
+        // SAFETY: the CQ is live and `out` has room for `n` work completions
+        // (`MaybeUninit<ibv_wc>` has the layout of `ibv_wc`); ibv_poll_cq only writes them. The
+        // caller holds the CQ's lock, so no other thread polls it at the same time.
+        let rc = unsafe { sys::ibv_poll_cq(self.cq.as_ptr(), n, out.as_mut_ptr().cast()) };
+        let got = usize::try_from(rc).map_err(|_| io::Error::from_raw_os_error(-rc))?;
+        let got = got.min(out.len());
+        // SAFETY: ibv_poll_cq wrote the first `got` entries (it returns how many, at most `n`),
+        // and they are plain data.
+        Ok(unsafe { std::slice::from_raw_parts(out.as_ptr().cast::<sys::ibv_wc>(), got) })
     }
 }
 
@@ -176,10 +187,9 @@ impl Drop for Cq {
     }
 }
 
-/// An all-zero work completion (plain data).
-pub fn empty_wc() -> sys::ibv_wc {
-    // SAFETY: ibv_wc is plain integers and a union of integers; all-zero is valid.
-    unsafe { std::mem::zeroed() }
+/// Room for `N` work completions for [`Cq::poll`], not initialised.
+pub fn wc_room<const N: usize>() -> [MaybeUninit<sys::ibv_wc>; N] {
+    [const { MaybeUninit::uninit() }; N]
 }
 
 /// A memory region (`ibv_reg_mr`), deregistered on drop, before its PD.

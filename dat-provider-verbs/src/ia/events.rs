@@ -12,7 +12,7 @@ use dat_core::types::{ConnQual, CrId, EpId};
 use rdma_sys as sys;
 use sys::rdma_cm_event_type as ev;
 
-use super::{APP_IDLE, CrPending, Owner, RESOLVE_MS, Shared, lock, read};
+use super::{APP_IDLE, APP_LOOK_MAX, CrPending, Owner, RESOLVE_MS, Shared, lock, read};
 use crate::cm::{CmEvent, CmId, REJ_CONSUMER_DEFINED};
 use crate::ep::{Ep, Phase};
 
@@ -42,6 +42,8 @@ impl Shared {
             },
         ];
         let mut last_active = Instant::now();
+        // The time between looks at an application that keeps polling (see APP_LOOK_MAX).
+        let mut look = APP_IDLE;
         while !self.stop.load(Ordering::Acquire) {
             let mut timeout = self.next_deadline().map_or(-1, |d| {
                 let ms = d.saturating_duration_since(Instant::now()).as_millis();
@@ -49,7 +51,7 @@ impl Shared {
             });
             if !self.armed().load(Ordering::Acquire) {
                 // Look again soon: the CQs are to be armed once the application goes quiet.
-                let idle = i32::try_from(APP_IDLE.as_millis()).unwrap_or(1);
+                let idle = i32::try_from(look.as_millis()).unwrap_or(1);
                 timeout = if timeout < 0 { idle } else { timeout.min(idle) };
             }
             for f in fds.iter_mut() {
@@ -103,15 +105,20 @@ impl Shared {
             }
             // Arm only while no application thread drives the CQs: a busy poller then costs
             // no interrupt and no wake-up of this thread per completion. Armed, then drained,
-            // so no completion slips between the two.
-            if !self.armed().load(Ordering::Acquire)
-                && !self.app_active(Instant::now(), &mut last_active)
-            {
-                self.armed().store(true, Ordering::Release);
-                self.arm_all();
-                self.drain(true);
+            // so no completion slips between the two. One clock read per wake (a system call
+            // under emulation).
+            let now = Instant::now();
+            if !self.armed().load(Ordering::Acquire) {
+                if self.app_active(now, &mut last_active) {
+                    look = (look * 2).min(APP_LOOK_MAX);
+                } else {
+                    self.armed().store(true, Ordering::Release);
+                    self.arm_all();
+                    self.drain(true);
+                    look = APP_IDLE;
+                }
             }
-            self.fire_deadlines();
+            self.fire_deadlines(now);
         }
     }
 
@@ -131,8 +138,7 @@ impl Shared {
             .min()
     }
 
-    fn fire_deadlines(&self) {
-        let now = Instant::now();
+    fn fire_deadlines(&self, now: Instant) {
         let due: Vec<(Arc<Ep>, CmFact)> = read(&self.eps)
             .values()
             .filter_map(|ep| {

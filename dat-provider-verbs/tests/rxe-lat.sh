@@ -1,0 +1,126 @@
+#!/usr/bin/env bash
+# Latency on Soft-RoCE (rxe0) in one VM run of ../shared/rxe-vm: datperf's 2-byte send/recv and
+# RDMA-write ping-pongs on IA `rxe0` beside perftest (ib_send_lat, ib_write_lat) and dapltest -T P
+# on OFA dapl's `ofa-v2-rxe` and on ours (through the stock libdat2 and libdat_capi.so), several
+# rounds, then the median of each figure. Emulation makes the absolute figures meaningless:
+# compare figures of one run only.
+#
+#   dat-provider-verbs/tests/rxe-lat.sh                    # builds this checkout, label "this"
+#   dat-provider-verbs/tests/rxe-lat.sh before=DIR after=DIR
+#       # each DIR holds a release `datperf` (built with --features verbs) and `libdat_capi.so`
+#       # (built with --features dat/verbs); the labels alternate inside every round
+#
+# Every pair runs server on vCPU 0 and client on vCPU 1 (taskset), as perftest is run.
+# datperf reports a mean: the comparable perftest figure is t_avg (t_typical is a median).
+# dapltest -T P -m p RW 2 1 reports operations per second (higher is better).
+#
+# Environment: RXE_VM (the rxe-vm script), RXE_LAT_ROUNDS (default 3), RXE_LAT_ITERS (round
+# trips per figure, default 2000). Raw logs and the results go to target/rxe-lat/.
+set -euo pipefail
+
+if [ "${1:-}" = --guest ]; then
+    shift
+    out=$1 rounds=$2 iters=$3
+    shift 3
+    res="$out/results.txt"
+    : >"$res"
+    export DAT_CONF=$PWD/dat-provider-verbs/tests/rxe.toml
+    rec() { echo "$1 $2 $3" >>"$res"; } # label measure value
+    datperf_lat() { # label dir round
+        local l=$1 d=$2 r=$3
+        taskset -c 0 "$d/datperf" server --ia rxe0 --once --timeout-s 30 \
+            >"$out/$l-srv-$r.log" 2>&1 &
+        local s=$!
+        sleep 1
+        taskset -c 1 "$d/datperf" client 127.0.0.1 --ia rxe0 --tests lat --sizes 2 \
+            --iters "$iters" --budget-ms 600000 --timeout-s 30 --json \
+            >"$out/$l-lat-$r.json" 2>"$out/$l-lat-$r.err" || echo "datperf $l failed (round $r)" >&2
+        wait $s || true
+        local op v n
+        while read -r op v n; do
+            [ "$n" = "$iters" ] || echo "datperf $l $op: $n round trips, not $iters" >&2
+            rec "$l" "datperf-$op" "$v"
+        done < <(sed -nE 's/.*"op":"([^"]*)".*"iters":([0-9]+),"value":([0-9.e+-]+).*/\1 \3 \2/p' \
+            "$out/$l-lat-$r.json")
+    }
+    perftest() { # prog round
+        local p=$1 r=$2
+        taskset -c 0 "$p" -d rxe0 -x "$RXE_GID_INDEX" -s 2 -n "$iters" >"$out/$p-srv-$r.log" 2>&1 &
+        local s=$!
+        sleep 1
+        taskset -c 1 "$p" -d rxe0 -x "$RXE_GID_INDEX" -s 2 -n "$iters" "$RXE_IP" \
+            >"$out/$p-$r.log" 2>&1 || echo "$p failed (round $r)" >&2
+        wait $s || true
+        # The result line: bytes iterations t_min t_max t_typical t_avg ...
+        awk '$1 == 2 && $2 == '"$iters"' { print "t_avg", $6; print "t_typical", $5 }' \
+            "$out/$p-$r.log" | while read -r what v; do rec perftest "$p-$what" "$v"; done
+    }
+    dapltest_p() { # label ia round [DAT_OVERRIDE]
+        local l=$1 ia=$2 r=$3 conf=${4:-}
+        (
+            [ -n "$conf" ] && export DAT_OVERRIDE=$conf
+            taskset -c 0 timeout 120 dapltest -T S -D "$ia" >"$out/$l-dapltest-srv-$r.log" 2>&1 &
+            s=$!
+            sleep 2
+            taskset -c 1 timeout 120 dapltest -T P -s "$RXE_IP" -D "$ia" -i "$iters" -p 1 -m p \
+                RW 2 1 >"$out/$l-dapltest-$r.log" 2>&1 || echo "dapltest $l failed (round $r)" >&2
+            timeout 30 dapltest -T Q -s "$RXE_IP" -D "$ia" >/dev/null 2>&1 || true
+            wait $s || true
+        )
+        # "Total Ops/sec: N" style line (dapltest's performance summary).
+        local v
+        v=$(grep -aiE 'ops/sec|Ops per second' "$out/$l-dapltest-$r.log" | grep -oE '[0-9]+(\.[0-9]+)?' | tail -n 1 || true)
+        [ -n "$v" ] && rec "$l" "dapltest-P-RW2-ops/s" "$v"
+    }
+    for r in $(seq "$rounds"); do
+        echo "rxe-lat: round $r" >&2
+        for pair in "$@"; do
+            l=${pair%%=*} d=${pair#*=}
+            datperf_lat "$l" "$d" "$r"
+        done
+        perftest ib_send_lat "$r"
+        perftest ib_write_lat "$r"
+        dapltest_p ofa ofa-v2-rxe "$r"
+        for pair in "$@"; do
+            l=${pair%%=*} d=${pair#*=}
+            conf="$out/$l-dat.conf"
+            printf 'rs-verbs u2.0 nonthreadsafe default %s dat.2.0 "rxe0" ""\n' \
+                "$d/libdat_capi.so" >"$conf"
+            dapltest_p "$l" rs-verbs "$r" "$conf"
+        done
+    done
+    echo "median of $rounds rounds, $iters round trips each (latency in us, dapltest in ops/s):"
+    awk '{ k = $1 " " $2; v[k] = v[k] " " $3 } END { for (k in v) print k, v[k] }' "$res" \
+        | sort | while read -r l m vals; do
+            med=$(printf '%s\n' $vals | sort -g | awk '{ a[NR] = $1 } END { print (NR % 2) ? a[(NR + 1) / 2] : (a[NR / 2] + a[NR / 2 + 1]) / 2 }')
+            printf '  %-8s %-26s %10s   (%s)\n' "$l" "$m" "$med" "$(echo $vals)"
+        done
+    exit 0
+fi
+
+root=$(cd "$(dirname "$0")/../.." && pwd)
+cd "$root"
+vm=${RXE_VM:-$root/../shared/rxe-vm/rxe-vm}
+[ -x "$vm" ] || vm=/work/shared/rxe-vm/rxe-vm
+[ -x "$vm" ] || { echo "rxe-lat: no rxe-vm (set RXE_VM)" >&2; exit 125; }
+out="$root/target/rxe-lat"
+mkdir -p "$out"
+pairs=()
+if [ $# -eq 0 ]; then
+    cargo build -q --release -p dat-perf --features verbs
+    cargo build -q --release -p dat-capi --features dat/verbs
+    mkdir -p "$out/this"
+    cp target/release/datperf target/release/libdat_capi.so "$out/this/"
+    pairs=("this=$out/this")
+else
+    for a in "$@"; do
+        d=$(cd "${a#*=}" && pwd)
+        [ -x "$d/datperf" ] && [ -f "$d/libdat_capi.so" ] \
+            || { echo "rxe-lat: $d needs datperf and libdat_capi.so" >&2; exit 2; }
+        case $d in "$root"/*) ;; *) echo "rxe-lat: $d is outside $root (not shared with the VM)" >&2; exit 2 ;; esac
+        pairs+=("${a%%=*}=$d")
+    done
+fi
+exec "$vm" --timeout 1800 --env RUST_LOG="${RUST_LOG:-warn}" \
+    -- "$root/dat-provider-verbs/tests/rxe-lat.sh" --guest "$out" \
+    "${RXE_LAT_ROUNDS:-3}" "${RXE_LAT_ITERS:-2000}" "${pairs[@]}"
