@@ -123,6 +123,9 @@ pub struct DataPath {
     pub cma_out: bool,
     /// We may attach to the peer's memory (we serve its address-carrying requests).
     pub cma_in: bool,
+    /// Requests up to this many bytes travel through the ring even with `cma_out` (see
+    /// [`DataPath::set_inline_max`]).
+    inline_max: u64,
     /// Requests posted and not wholly in the ring yet, oldest first; the first one may be
     /// partly there (`tx_pos`).
     unsent: VecDeque<WorkRequest>,
@@ -169,6 +172,7 @@ impl DataPath {
             peer_pid,
             cma_out: false,
             cma_in: false,
+            inline_max: 0,
             unsent: VecDeque::new(),
             sent: VecDeque::new(),
             held: VecDeque::new(),
@@ -181,6 +185,18 @@ impl DataPath {
             rx_write: None,
             blocked: false,
         }
+    }
+
+    /// Sets how large a request may be and still travel through the ring when the peer may
+    /// attach to our memory: at most `max` bytes, and at most a quarter of the ring (a
+    /// larger request would wait for the target to empty the ring several times). A small
+    /// RDMA write or read costs the target a `process_vm_readv`/`writev` system call by
+    /// cross-memory attach (about 1 us here) against two copies of a few cache lines
+    /// through the ring; the crossover was measured in `BENCHMARKS.md` ("small RDMA,
+    /// session 5").
+    pub fn set_inline_max(&mut self, max: u64) {
+        let ring = u64::from(self.rx.capacity()) * self.tx.payload_cap() as u64;
+        self.inline_max = max.min(ring / 4);
     }
 
     /// Queues a request (send or RDMA) and pushes what fits. Requests the target is known
