@@ -5,10 +5,10 @@
 //! | kind | from | fields | payload |
 //! |------|------|--------|---------|
 //! | `SEND` | requester | `total`, `offset` | message bytes |
-//! | `SEND_CMA` | requester | `total`, `c` iov count | requester's iovs (messages larger than a slot) |
-//! | `WRITE` | requester | `a` rkey, `b` address, `total`, `offset` | bytes (copy mode) |
+//! | `SEND_CMA` | requester | `total`, `c` iov count | requester's iovs (messages larger than a slot and than the inline size) |
+//! | `WRITE` | requester | `a` rkey, `b` address, `total`, `offset` | bytes (copy mode, or up to the inline size) |
 //! | `WRITE_CMA` | requester | `a`, `b`, `total`, `c` iov count | requester's iovs |
-//! | `READ` | requester | `a`, `b`, `total`, `c` iov count (0: copy mode) | iovs |
+//! | `READ` | requester | `a`, `b`, `total`, `c` iov count (0: copy mode, or up to the inline size) | iovs |
 //! | `SEND_ACK` | target | `a` status (an error) | |
 //! | `RDMA_ACK` | target | `a` status (an error) | |
 //! | `READ_DATA` | target | `total`, `offset` | bytes |
@@ -38,7 +38,9 @@
 //! Every incoming RDMA is checked with [`MemTable::remote`] at the target before a byte moves.
 //! With cross-memory attach the *target* performs the single copy (`process_vm_readv` for a
 //! write, `process_vm_writev` for a read) between its checked region and the requester's
-//! local segments; otherwise the bytes travel through the ring.
+//! local segments; otherwise, and for requests up to the inline size
+//! ([`DataPath::set_inline_max`]: a system call costs more than copying them twice), the
+//! bytes travel through the ring.
 
 use std::collections::VecDeque;
 use std::os::fd::{AsFd, OwnedFd};
