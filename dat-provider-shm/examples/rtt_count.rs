@@ -13,7 +13,11 @@
 //! `two` as a third argument runs the echo end on its own thread instead (as `datperf`
 //! does: the counts then include the polling while waiting). `empty N` as third and fourth
 //! arguments adds N polls that find nothing after the round trips (the cost of an empty
-//! poll: the difference of two runs over the difference of their N).
+//! poll: the difference of two runs over the difference of their N). `write` as third
+//! argument measures RDMA writes instead, in the pattern of `datperf lat --ops write`: each
+//! end writes into the other's region with its completion suppressed, and the target polls
+//! the last byte, driving `Ia::progress` between looks. `DATRS_SHM_PARAMS` adds IA
+//! parameters (`", rdma_inline = 0"`: every RDMA by cross-memory attach).
 
 use std::time::{Duration, Instant};
 
@@ -22,7 +26,7 @@ use dat::types::{CloseFlags, CompletionFlags, Cookie, DtoOp};
 
 #[path = "../benches/pair/mod.rs"]
 mod pair;
-use pair::{End, pair};
+use pair::{End, pair_with};
 
 /// Polls until a receive completion of `len` bytes; returns the number of empty polls.
 fn recv(e: &End, len: u32) -> u64 {
@@ -44,6 +48,36 @@ fn recv(e: &End, len: u32) -> u64 {
                     std::thread::yield_now();
                 }
                 std::hint::spin_loop();
+            }
+        }
+    }
+}
+
+/// One RDMA write of `size` bytes from `from` into `to`'s region, the `n`th; returns the
+/// empty polls of the target waiting for its last byte.
+fn write_leg(from: &End, to: &End, size: u32, n: u64) -> u64 {
+    let last = size as usize - 1;
+    let want = (n % 251) as u8 + 1;
+    from.lmr.write((1 << 19) + last, &[want]).unwrap();
+    from.ep
+        .post_rdma_write(
+            &[from.lmr.triplet(1 << 19, size)],
+            Cookie(2),
+            to.lmr.rmr_triplet(0, size),
+            CompletionFlags::SUPPRESS,
+        )
+        .unwrap();
+    let mut empty = 0;
+    let mut b = [0u8];
+    loop {
+        to.lmr.read(last, &mut b).unwrap();
+        if b[0] == want {
+            return empty;
+        }
+        if !to.ia.progress() {
+            empty += 1;
+            if empty % 16 == 0 {
+                std::thread::yield_now();
             }
         }
     }
@@ -73,11 +107,13 @@ fn main() {
     let size: u32 = args.get(1).map_or(8, |s| s.parse().unwrap());
     let iters: u64 = args.get(2).map_or(100_000, |s| s.parse().unwrap());
     let two = args.get(3).is_some_and(|s| s == "two");
+    let write = args.get(3).is_some_and(|s| s == "write");
     let empty_polls: u64 = match args.get(3).map(String::as_str) {
         Some("empty") => args.get(4).map_or(0, |s| s.parse().unwrap()),
         _ => 0,
     };
-    let (a, b) = pair(8999);
+    let extra = std::env::var("DATRS_SHM_PARAMS").unwrap_or_default();
+    let (a, b) = pair_with(8999, &extra);
     let t0 = Instant::now();
     let mut empty = 0;
     if two {
@@ -121,6 +157,11 @@ fn main() {
                 empty += recv(&a, size);
             }
         });
+    } else if write {
+        for i in 0..iters {
+            empty += write_leg(&a, &b, size, i);
+            empty += write_leg(&b, &a, size, i);
+        }
     } else {
         for _ in 0..iters {
             empty += leg(&a, &b, size);

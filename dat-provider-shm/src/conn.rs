@@ -5,10 +5,10 @@
 //! | kind | from | fields | payload |
 //! |------|------|--------|---------|
 //! | `SEND` | requester | `total`, `offset` | message bytes |
-//! | `SEND_CMA` | requester | `total`, `c` iov count | requester's iovs (messages larger than a slot) |
-//! | `WRITE` | requester | `a` rkey, `b` address, `total`, `offset` | bytes (copy mode) |
+//! | `SEND_CMA` | requester | `total`, `c` iov count | requester's iovs (messages larger than a slot and than the inline size) |
+//! | `WRITE` | requester | `a` rkey, `b` address, `total`, `offset` | bytes (copy mode, or up to the inline size) |
 //! | `WRITE_CMA` | requester | `a`, `b`, `total`, `c` iov count | requester's iovs |
-//! | `READ` | requester | `a`, `b`, `total`, `c` iov count (0: copy mode) | iovs |
+//! | `READ` | requester | `a`, `b`, `total`, `c` iov count (0: copy mode, or up to the inline size) | iovs |
 //! | `SEND_ACK` | target | `a` status (an error) | |
 //! | `RDMA_ACK` | target | `a` status (an error) | |
 //! | `READ_DATA` | target | `total`, `offset` | bytes |
@@ -38,7 +38,9 @@
 //! Every incoming RDMA is checked with [`MemTable::remote`] at the target before a byte moves.
 //! With cross-memory attach the *target* performs the single copy (`process_vm_readv` for a
 //! write, `process_vm_writev` for a read) between its checked region and the requester's
-//! local segments; otherwise the bytes travel through the ring.
+//! local segments; otherwise, and for requests up to the inline size
+//! ([`DataPath::set_inline_max`]: a system call costs more than copying them twice), the
+//! bytes travel through the ring.
 
 use std::collections::VecDeque;
 use std::os::fd::{AsFd, OwnedFd};
@@ -123,6 +125,9 @@ pub struct DataPath {
     pub cma_out: bool,
     /// We may attach to the peer's memory (we serve its address-carrying requests).
     pub cma_in: bool,
+    /// Requests up to this many bytes travel through the ring even with `cma_out` (see
+    /// [`DataPath::set_inline_max`]).
+    inline_max: u64,
     /// Requests posted and not wholly in the ring yet, oldest first; the first one may be
     /// partly there (`tx_pos`).
     unsent: VecDeque<WorkRequest>,
@@ -169,6 +174,7 @@ impl DataPath {
             peer_pid,
             cma_out: false,
             cma_in: false,
+            inline_max: 0,
             unsent: VecDeque::new(),
             sent: VecDeque::new(),
             held: VecDeque::new(),
@@ -181,6 +187,18 @@ impl DataPath {
             rx_write: None,
             blocked: false,
         }
+    }
+
+    /// Sets how large a request may be and still travel through the ring when the peer may
+    /// attach to our memory: at most `max` bytes, and at most a quarter of the ring (a
+    /// larger request would wait for the target to empty the ring several times). A small
+    /// RDMA write or read costs the target a `process_vm_readv`/`writev` system call by
+    /// cross-memory attach (about 1 us here) against two copies of a few cache lines
+    /// through the ring; the crossover was measured in `BENCHMARKS.md` ("small RDMA,
+    /// session 5").
+    pub fn set_inline_max(&mut self, max: u64) {
+        let ring = u64::from(self.rx.capacity()) * self.tx.payload_cap() as u64;
+        self.inline_max = max.min(ring / 4);
     }
 
     /// Queues a request (send or RDMA) and pushes what fits. Requests the target is known

@@ -59,6 +59,9 @@ pub struct Params {
     pub slot_size: u32,
     /// Cross-memory attach allowed (`rdma = "auto"`), or copy through the ring only.
     pub cma: bool,
+    /// Requests up to this many bytes travel through the ring even when cross-memory
+    /// attach is allowed (`rdma_inline`; at most a quarter of the ring is used).
+    pub inline_max: u64,
     /// Accept peers of other user ids.
     pub allow_other_users: bool,
     /// Let a waiting application thread sleep on the rings' own wake-ups
@@ -501,6 +504,7 @@ impl Shared {
                     return false;
                 };
                 d.cma_out = cma && self.cma_mode;
+                d.set_inline_max(self.params.inline_max);
                 d.cma_in = self.cma_mode && sys::cma_probe(d.peer_pid, probe, wire::PROBE_VALUE);
                 let ready = Packet::Ready { cma: d.cma_in }.encode();
                 if sys::send_packet(c.sock.as_fd(), &ready, &[]).is_err() {
@@ -533,6 +537,7 @@ impl Shared {
             (Phase::Accepting, Some(Packet::Ready { cma })) => {
                 if let Some(d) = c.data.as_mut() {
                     d.cma_out = cma && self.cma_mode;
+                    d.set_inline_max(self.params.inline_max);
                 }
                 c.phase = Phase::Connected;
                 if let Some(ep) = c.ep.and_then(|e| st.eps.get(&e)) {

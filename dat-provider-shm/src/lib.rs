@@ -29,7 +29,11 @@
 //!   attach the target copies once between its region and the requester's buffers
 //!   (`process_vm_readv`/`writev`); otherwise the bytes travel through the ring. The mode is
 //!   detected at IA open and per connection, and reported as the provider-specific attribute
-//!   [`RDMA_MODE_ATTR`] (`"cma"` or `"copy"`). In both modes the last byte of an RDMA
+//!   [`RDMA_MODE_ATTR`] (`"cma"` or `"copy"`). Even with cross-memory attach, a request of
+//!   up to `rdma_inline` bytes (64 KiB, at most a quarter of the ring) travels through the
+//!   ring, placed by the target from the slots: one system call costs more than two copies
+//!   of a small payload (`BENCHMARKS.md`, "small RDMA, session 5"); the size is reported as
+//!   [`RDMA_INLINE_ATTR`]. The checks and completions are the same in both ways. In both modes the last byte of an RDMA
 //!   write (at the target) and of an RDMA read (at the requester) is stored last, as
 //!   InfiniBand places it: consumers poll that byte, then read the rest (`dtest -D -a`).
 //! * **Peer death**: the kernel closes a dead process's socket; the survivor sees the hang-up
@@ -53,6 +57,7 @@
 //! | `ring_slots` | integer | 64 | slots per ring direction (power of two, 2..=65536) |
 //! | `slot_size` | integer | 8192 | bytes per slot incl. a 56-byte header (multiple of 64, 256..=1 MiB) |
 //! | `rdma` | `"auto"` / `"copy"` | `"auto"` | allow cross-memory attach, or always copy through the ring |
+//! | `rdma_inline` | integer | 65536 | with cross-memory attach, RDMA writes and reads (and sends) of up to this many bytes still travel through the ring (capped at a quarter of the ring): a `process_vm_readv`/`writev` system call per request costs more than copying a small payload twice (`BENCHMARKS.md`, "small RDMA, session 5"); 0: every RDMA by cross-memory attach |
 //! | `allow_other_users` | bool | false | accept requesters of other user ids (then `dir` is used as set up by the administrator, not forced to 0700; cross-memory attach across users needs `CAP_SYS_PTRACE`, else the ring copy is used) |
 //! | `connect_retry_ms` | integer | 500 | how long a connect that finds nobody listening (no service point on the qualifier yet) is retried, backoff 10 ms doubling to 100 ms with a last attempt at the end, before `NON_PEER_REJECTED`, as InfiniBand's CM retries a request (`dtest` relies on it); a shorter consumer timeout still ends it with `TIMED_OUT` (0: no retry) |
 //! | `wait_in_provider` | bool | true | a waiting thread sleeps on the rings' wake-ups (`Transport::block`: one wake-up instead of two, the provider thread's and the facade's); `false` sleeps on the facade's condition variable |
@@ -81,6 +86,14 @@ pub use ia::{Params, ShmIa};
 /// cross-memory attach) or `"copy"` (through the ring).
 pub const RDMA_MODE_ATTR: &str = "DATRS_SHM_RDMA_MODE";
 
+/// Name of the provider-specific attribute that reports, in `"cma"` mode, up to how many
+/// bytes a request still travels through the ring (`rdma_inline`, at most a quarter of the
+/// ring of the connections the IA makes); `"all"` in `"copy"` mode.
+pub const RDMA_INLINE_ATTR: &str = "DATRS_SHM_RDMA_INLINE";
+
+/// Default of `rdma_inline`: measured in `BENCHMARKS.md` ("small RDMA, session 5").
+const DEFAULT_RDMA_INLINE: u64 = 64 * 1024;
+
 /// The shared-memory provider (`provider = "shm"`).
 #[derive(Debug, Default)]
 pub struct ShmProvider;
@@ -104,6 +117,7 @@ fn parse(req: &OpenRequest<'_>) -> Result<Params, OpenError> {
         slots: 64,
         slot_size: 8192,
         cma: true,
+        inline_max: DEFAULT_RDMA_INLINE,
         allow_other_users: false,
         wait_in_provider: true,
         connect_retry: Duration::from_millis(500),
@@ -132,6 +146,14 @@ fn parse(req: &OpenRequest<'_>) -> Result<Params, OpenError> {
                     })?;
             }
             ("rdma", toml::Value::String(s)) if s == "auto" || s == "copy" => p.cma = s == "auto",
+            ("rdma_inline", toml::Value::Integer(n)) => {
+                p.inline_max = u64::try_from(*n)
+                    .ok()
+                    .filter(|n| *n <= 1 << 24)
+                    .ok_or_else(|| {
+                        bad(format!("params.rdma_inline = {n}: bytes in 0..=16777216"))
+                    })?;
+            }
             ("allow_other_users", toml::Value::Boolean(b)) => p.allow_other_users = *b,
             ("wait_in_provider", toml::Value::Boolean(b)) => p.wait_in_provider = *b,
             ("connect_retry_ms", toml::Value::Integer(n)) => {
@@ -147,7 +169,7 @@ fn parse(req: &OpenRequest<'_>) -> Result<Params, OpenError> {
             }
             _ => {
                 return Err(bad(format!(
-                    "unknown or mistyped key `params.{k}` (the shm provider takes `dir`, `ring_slots`, `slot_size`, `rdma` = \"auto\"|\"copy\", `allow_other_users`, `wait_in_provider`, `connect_retry_ms`)"
+                    "unknown or mistyped key `params.{k}` (the shm provider takes `dir`, `ring_slots`, `slot_size`, `rdma` = \"auto\"|\"copy\", `rdma_inline`, `allow_other_users`, `wait_in_provider`, `connect_retry_ms`)"
                 )));
             }
         }

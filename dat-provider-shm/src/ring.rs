@@ -69,6 +69,11 @@ pub fn segment_len(slots: u32, slot_size: u32) -> usize {
     SLOTS_AT + 2 * slots as usize * slot_size as usize
 }
 
+/// Payload bytes one ring direction of `slots` slots of `slot_size` bytes holds.
+pub fn payload_bytes(slots: u32, slot_size: u32) -> u64 {
+    u64::from(slots) * (slot_size as usize).saturating_sub(REC_HDR) as u64
+}
+
 /// True for a ring geometry this provider accepts: a power-of-two slot count in 2..=65536,
 /// slots of 256 bytes to 1 MiB in multiples of 64.
 pub fn valid_geometry(slots: u32, slot_size: u32) -> bool {

@@ -6,7 +6,7 @@ use common::*;
 use dat::types::{
     CloseFlags, CompletionFlags, Cookie, DtoOp, DtoStatus, EventNumber, MemPriv, Timeout,
 };
-use dat_provider_shm::RDMA_MODE_ATTR;
+use dat_provider_shm::{RDMA_INLINE_ATTR, RDMA_MODE_ATTR};
 
 fn none() -> CompletionFlags {
     CompletionFlags::empty()
@@ -192,6 +192,18 @@ fn flow(mode: &str, short: u32) {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// After a write refused past the end of `b`'s region: `b`'s connection broke, the last
+/// bytes of the region are untouched; both IAs are closed and `dir` removed.
+fn refused_at_the_end_and_closed(a: Side, b: Side, dir: &std::path::Path) {
+    assert_eq!(cm(&b.conn).0, EventNumber::Broken);
+    let mut tail = [0u8; 8];
+    b.lmr.read((1 << 20) - 8, &mut tail).unwrap();
+    assert_eq!(tail, [0; 8], "a refused write touches nothing");
+    a.ia.close(CloseFlags::Abrupt).unwrap();
+    b.ia.close(CloseFlags::Abrupt).unwrap();
+    let _ = std::fs::remove_dir_all(dir);
+}
+
 fn rdma_round(mode: &str, expect: &str) {
     let dir = scratch(&format!("rdma-{mode}"));
     let reg = registry(&dir, &format!(", rdma = \"{mode}\", slot_size = 4096"));
@@ -265,13 +277,7 @@ fn rdma_round(mode: &str, expect: &str) {
     assert_eq!(cm(&a.conn).0, EventNumber::Broken);
     let f = dto(&a.dto);
     assert_eq!((f.cookie, f.status), (Cookie(5), DtoStatus::Flushed));
-    assert_eq!(cm(&b.conn).0, EventNumber::Broken);
-    let mut tail = [0u8; 8];
-    b.lmr.read((1 << 20) - 8, &mut tail).unwrap();
-    assert_eq!(tail, [0; 8], "a refused write touches nothing");
-    a.ia.close(CloseFlags::Abrupt).unwrap();
-    b.ia.close(CloseFlags::Abrupt).unwrap();
-    let _ = std::fs::remove_dir_all(&dir);
+    refused_at_the_end_and_closed(a, b, &dir);
 }
 
 #[test]
@@ -288,6 +294,67 @@ fn rdma_write_read_and_protection_by_cross_memory_attach() {
         "copy"
     };
     rdma_round("auto", expect);
+}
+
+/// With cross-memory attach, RDMA writes and reads up to `rdma_inline` bytes travel
+/// through the ring, larger ones by address: both land intact, the target's checks refuse
+/// a small write past the region's end, and the size is reported as an attribute.
+#[test]
+fn small_rdma_through_the_ring_beside_cross_memory_attach() {
+    if std::fs::metadata("/proc/self/mem").is_err() {
+        return; // no cross-memory attach here: rdma_write_read_and_protection_through_the_ring
+    }
+    let dir = scratch("rdma-inline");
+    let reg = registry(&dir, ", rdma_inline = 1024, slot_size = 512");
+    let (a, b) = (Side::new(&reg), Side::new(&reg));
+    let attr = a.ia.provider_attr().provider_specific_attr.clone();
+    let value = |name| {
+        attr.iter()
+            .find(|n| n.name == name)
+            .map(|n| n.value.clone())
+    };
+    assert_eq!(value(RDMA_MODE_ATTR).as_deref(), Some("cma"), "{attr:?}");
+    assert_eq!(value(RDMA_INLINE_ATTR).as_deref(), Some("1024"), "{attr:?}");
+    let _sp = connect_pair(&a, &b, 4350);
+    let done = |op, len| {
+        let c = dto(&a.dto);
+        assert_eq!(
+            (c.status, c.transferred_length, c.operation),
+            (DtoStatus::Success, len, op),
+            "{op:?} of {len}"
+        );
+    };
+    let mut at = 0u64;
+    // 1 024 bytes span three slots of 448; 1 025 and 3 000 go by address.
+    for (i, len) in [1u32, 8, 448, 449, 1024, 1025, 3000]
+        .into_iter()
+        .enumerate()
+    {
+        let src: Vec<u8> = (0..len).map(|j| (j % 253) as u8 ^ i as u8).collect();
+        a.lmr.write(0, &src).unwrap();
+        let remote = b.lmr.rmr_triplet(at, len);
+        a.ep.post_rdma_write(&[a.lmr.triplet(0, len)], Cookie(1), remote, none())
+            .unwrap();
+        done(DtoOp::RdmaWrite, len);
+        let mut got = vec![0u8; len as usize];
+        b.lmr.read(at as usize, &mut got).unwrap();
+        assert!(got == src, "write of {len} intact");
+        a.ep.post_rdma_read(&[a.lmr.triplet(8192, len)], Cookie(2), remote, none())
+            .unwrap();
+        done(DtoOp::RdmaRead, len);
+        let mut back = vec![0u8; len as usize];
+        a.lmr.read(8192, &mut back).unwrap();
+        assert!(back == src, "read of {len} intact");
+        at += u64::from(len) + 7;
+    }
+    // A small write that runs past the end of the region: refused at the target.
+    let mut bad = b.lmr.rmr_triplet(0, 16);
+    bad.virtual_address += (1 << 20) - 8;
+    a.ep.post_rdma_write(&[a.lmr.triplet(0, 16)], Cookie(3), bad, none())
+        .unwrap();
+    assert_eq!(dto(&a.dto).status, DtoStatus::RemoteAccess);
+    assert_eq!(cm(&a.conn).0, EventNumber::Broken);
+    refused_at_the_end_and_closed(a, b, &dir);
 }
 
 #[test]

@@ -37,11 +37,12 @@ pub fn end(reg: &Registry) -> (End, Evd) {
 /// Ten seconds.
 pub const W: Timeout = Timeout(10_000_000);
 
-/// A registry with one shm IA in a bench-private rendezvous directory.
-pub fn registry() -> Registry {
+/// A registry with one shm IA in a bench-private rendezvous directory; `extra` is added to
+/// its parameters (`", rdma_inline = 0"`).
+pub fn registry_with(extra: &str) -> Registry {
     let dir = std::env::temp_dir().join("datrs-shm-bench");
     let text = format!(
-        "version = 1\n[[ia]]\nname = \"shm0\"\nprovider = \"shm\"\nparams = {{ dir = \"{}\" }}\n",
+        "version = 1\n[[ia]]\nname = \"shm0\"\nprovider = \"shm\"\nparams = {{ dir = \"{}\"{extra} }}\n",
         dir.display()
     );
     Registry::new(
@@ -50,9 +51,19 @@ pub fn registry() -> Registry {
     )
 }
 
+/// A registry with one shm IA in a bench-private rendezvous directory.
+pub fn registry() -> Registry {
+    registry_with("")
+}
+
 /// Two connected ends (qualifier `qual`).
 pub fn pair(qual: u64) -> (End, End) {
-    let reg = registry();
+    pair_with(qual, "")
+}
+
+/// Two connected ends (qualifier `qual`) on IAs with `extra` parameters.
+pub fn pair_with(qual: u64, extra: &str) -> (End, End) {
+    let reg = registry_with(extra);
     let (a, ac) = end(&reg);
     let (b, bc) = end(&reg);
     let cr_evd = b.ia.create_evd(4, EvdFlags::CR, None).unwrap();

@@ -72,11 +72,12 @@ impl DataPath {
     }
 
     fn push_reqs(&mut self, any: &mut bool) -> bool {
+        let cma_above = self.cma_above();
         while let Some(wr) = self.unsent.front() {
             let Some(p) = push_req(
                 &mut self.tx,
                 self.rx.head(),
-                self.cma_out,
+                cma_above,
                 &mut self.tx_pos,
                 wr,
                 any,
@@ -93,10 +94,11 @@ impl DataPath {
     /// Pushes a request that nothing queued precedes; queues what does not fit.
     #[inline]
     pub(super) fn push_now(&mut self, wr: WorkRequest, any: &mut bool) {
+        let cma_above = self.cma_above();
         match push_req(
             &mut self.tx,
             self.rx.head(),
-            self.cma_out,
+            cma_above,
             &mut self.tx_pos,
             &wr,
             any,
@@ -105,6 +107,17 @@ impl DataPath {
             Some(p) if self.note_sent(&wr, &p) => self.held.push_back(wr),
             Some(_) => {}
             None => self.unsent.push_back(wr),
+        }
+    }
+
+    /// The size above which a request carries addresses for the peer's cross-memory attach
+    /// (`u64::MAX`: never).
+    #[inline]
+    fn cma_above(&self) -> u64 {
+        if self.cma_out {
+            self.inline_max
+        } else {
+            u64::MAX
         }
     }
 
@@ -148,10 +161,12 @@ pub(super) struct Pushed {
 
 /// Pushes the records of `wr` from `*tx_pos` on, each stamped with `ack`; returns how, once
 /// all are in the ring, or `None` if it filled up (`*tx_pos` then says how far it got).
+/// A request larger than `cma_above` bytes carries addresses for the peer's cross-memory
+/// attach instead of its bytes.
 fn push_req(
     tx: &mut Producer,
     ack: u64,
-    cma_out: bool,
+    cma_above: u64,
     tx_pos: &mut u64,
     wr: &WorkRequest,
     any: &mut bool,
@@ -182,12 +197,13 @@ fn push_req(
             by_data: false,
         });
     }
-    // Addresses for the peer's cross-memory attach, when it may and they fit a slot
-    // (else the bytes travel through the ring).
+    // Addresses for the peer's cross-memory attach, when it may, the request is larger
+    // than what travels inline, and they fit a slot (else the bytes travel through the
+    // ring).
     let iovs = match wr.op {
         PostOp::Send if total <= cap as u64 => None,
         PostOp::Recv => None,
-        _ if cma_out => Some(copy::iovs(&wr.segs)).filter(|v| v.len() * 16 <= cap),
+        _ if total > cma_above => Some(copy::iovs(&wr.segs)).filter(|v| v.len() * 16 <= cap),
         _ => None,
     };
     let (kind, a, b) = match (wr.op, &iovs) {

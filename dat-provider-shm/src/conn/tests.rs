@@ -336,3 +336,55 @@ fn a_requester_asleep_since_before_its_post_is_woken_when_the_target_takes_it() 
     assert_eq!(sa.pump(&mut a), Ok(true));
     assert_eq!(sa.done(), vec![(DtoStatus::Success, 8)]);
 }
+
+/// With cross-memory attach, RDMA requests (and sends) up to the inline size carry their
+/// bytes in the ring; larger ones carry addresses. The inline size is capped at a quarter
+/// of the ring.
+#[test]
+fn small_rdma_travels_in_the_ring_and_large_rdma_by_address() {
+    let (mut a, mut b) = both();
+    let buf = Arc::new(dat_core::mem::Buffer::alloc(4096, 8).unwrap());
+    let remote = dat_core::types::RmrTriplet {
+        virtual_address: 0x1000,
+        segment_length: 4096,
+        rmr_context: 7,
+    };
+    let quiet = CompletionFlags::SUPPRESS.bits();
+    // The first record in b's ring (kind, iov count, total length); empties the ring.
+    let next = |b: &mut DataPath| {
+        let r = b.rx.peek().unwrap().expect("a record").rec;
+        while b.rx.peek().unwrap().is_some() {
+            b.rx.consume();
+        }
+        b.rx.publish();
+        (r.kind, r.c, r.total)
+    };
+    a.cma_out = true;
+    a.set_inline_max(64);
+    a.post(wr(PostOp::RdmaWrite(remote), &buf, 64, quiet));
+    assert_eq!(next(&mut b), (WRITE, 0, 64), "64 bytes: inline");
+    a.post(wr(PostOp::RdmaWrite(remote), &buf, 65, quiet));
+    assert_eq!(next(&mut b), (WRITE_CMA, 1, 65), "65 bytes: by address");
+    a.post(wr(PostOp::RdmaRead(remote), &buf, 64, quiet));
+    assert_eq!(
+        next(&mut b),
+        (READ, 0, 64),
+        "a small read is answered with data"
+    );
+    a.post(wr(PostOp::RdmaRead(remote), &buf, 65, quiet));
+    assert_eq!(next(&mut b), (READ, 1, 65));
+    // 8 slots of 192 payload bytes: at most 384 bytes inline, whatever is asked.
+    a.set_inline_max(1 << 20);
+    a.post(wr(PostOp::RdmaWrite(remote), &buf, 384, quiet));
+    assert_eq!(next(&mut b), (WRITE, 0, 384));
+    a.post(wr(PostOp::RdmaWrite(remote), &buf, 385, quiet));
+    assert_eq!(next(&mut b), (WRITE_CMA, 1, 385));
+    // 0: every RDMA by address, as before `rdma_inline`.
+    a.set_inline_max(0);
+    a.post(wr(PostOp::RdmaWrite(remote), &buf, 8, quiet));
+    assert_eq!(next(&mut b), (WRITE_CMA, 1, 8));
+    // Without cross-memory attach everything travels in the ring.
+    a.cma_out = false;
+    a.post(wr(PostOp::RdmaWrite(remote), &buf, 1000, quiet));
+    assert_eq!(next(&mut b), (WRITE, 0, 1000));
+}

@@ -75,6 +75,18 @@ impl ShmIa {
     fn rdma_mode(&self) -> &'static str {
         if self.shared.cma_mode { "cma" } else { "copy" }
     }
+
+    /// Up to how many bytes a request of a connection this IA makes travels through the
+    /// ring in `"cma"` mode (`rdma_inline`, at most a quarter of the ring); `"all"` in
+    /// `"copy"` mode.
+    fn rdma_inline(&self) -> String {
+        if !self.shared.cma_mode {
+            return "all".to_owned();
+        }
+        let p = &self.shared.params;
+        let ring = crate::ring::payload_bytes(p.slots, p.slot_size);
+        p.inline_max.min(ring / 4).to_string()
+    }
 }
 
 impl Transport for ShmIa {
@@ -82,6 +94,8 @@ impl Transport for ShmIa {
         let mut a = software_ia_attr(&self.shared.name, "datrs-shm", LOOPBACK_ADDRESS);
         a.transport_attr
             .push(NamedAttr::new(crate::RDMA_MODE_ATTR, self.rdma_mode()));
+        a.transport_attr
+            .push(NamedAttr::new(crate::RDMA_INLINE_ATTR, self.rdma_inline()));
         a
     }
 
@@ -89,6 +103,8 @@ impl Transport for ShmIa {
         let mut a = software_provider_attr("shm", MAX_PRIVATE_DATA);
         a.provider_specific_attr
             .push(NamedAttr::new(crate::RDMA_MODE_ATTR, self.rdma_mode()));
+        a.provider_specific_attr
+            .push(NamedAttr::new(crate::RDMA_INLINE_ATTR, self.rdma_inline()));
         a
     }
 
