@@ -42,7 +42,7 @@ pub const WR_MARK: u64 = 1 << 60;
 /// At most `SIGNAL_EVERY - 1` requests in a row go unsignalled; the QP's send queue is
 /// `max_request_dtos + SIGNAL_EVERY` deep (device limits permitting, see
 /// [`EpSt::unsignalled_limit`]).
-pub const SIGNAL_EVERY: u32 = 16;
+pub const SIGNAL_EVERY: u32 = 8;
 
 /// Where an endpoint is in its connection's life, as the provider sees it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -388,8 +388,9 @@ mod tests {
     #[test]
     fn the_send_queue_keeps_room_for_the_unretired_and_a_marker() {
         let max = |granted, dtos| SignalRun::for_queue(granted, dtos).max;
-        // Room for 16 more: 15 unsignalled in a row, one slot for a marker.
-        assert_eq!(max(32, 16), SIGNAL_EVERY - 1);
+        // Room for SIGNAL_EVERY more: SIGNAL_EVERY - 1 unsignalled in a row, one slot for a
+        // marker.
+        assert_eq!(max(16 + SIGNAL_EVERY, 16), SIGNAL_EVERY - 1);
         // A device that rounds up gives no more than SIGNAL_EVERY - 1.
         assert_eq!(max(1024, 16), SIGNAL_EVERY - 1);
         // A device at its limit: fewer, or every request signalled.
@@ -400,11 +401,11 @@ mod tests {
     }
 
     #[test]
-    fn every_sixteenth_request_in_a_row_is_signalled() {
+    fn every_eighth_request_in_a_row_is_signalled() {
         let mut s = SignalRun::for_queue(32, 16);
-        let got: Vec<bool> = (0..40).map(|_| s.next(true)).collect();
-        let signalled: Vec<usize> = (0..40).filter(|&i| got[i]).collect();
-        assert_eq!(signalled, [15, 31]);
+        let got: Vec<bool> = (0..20).map(|_| s.next(true)).collect();
+        let signalled: Vec<usize> = (0..20).filter(|&i| got[i]).collect();
+        assert_eq!(signalled, [7, 15]);
         // A request that needs its completion is signalled and starts a new run.
         assert!(s.next(false));
         assert_eq!(s.run, 0);

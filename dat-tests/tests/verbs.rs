@@ -293,7 +293,7 @@ fn device_removal_is_catastrophic_and_calls_fail_cleanly() {
     );
 }
 
-// Requests posted with SUPPRESS go unsignalled on the QP (every 16th in a row signalled): the
+// Requests posted with SUPPRESS go unsignalled on the QP (every 8th in a row signalled): the
 // provider retires them when a later request's work completion arrives.
 
 use dat::types::{CloseFlags, CompletionFlags, Cookie, DtoOp, DtoStatus, EventNumber};
@@ -472,8 +472,8 @@ fn graceful_disconnect_after_a_suppressed_tail_on_verbs() {
     );
 }
 
-/// Suppressed RDMA reads (more than 16 in a row) then a signalled one: reads stay signalled,
-/// so only the last reports, and when it does every read's bytes are there.
+/// Suppressed RDMA reads (more than a run of unsignalled requests) then a signalled one: reads
+/// stay signalled, so only the last reports, and when it does every read's bytes are there.
 fn suppressed_reads_land_before_the_last_completes(
     t: &dyn dat_tests::Target,
 ) -> dat_tests::Outcome {
