@@ -4,6 +4,16 @@
 //! order) and stays in the endpoint's map, with the memory it names, until its work
 //! completion arrives; a request flushed by the provider before the hardware flushed it is
 //! marked `reported` and dropped silently when the hardware's flush arrives.
+//!
+//! A send or RDMA write the consumer posted with `SUPPRESS` or `UNSIGNALLED` goes without
+//! `IBV_SEND_SIGNALED` (the QP has `sq_sig_all = 0`), as perftest posts, except every
+//! [`SIGNAL_EVERY`]th in a row: on an RC QP the completions of one send queue arrive in
+//! posting order, so a work completion (success, error or flush) for a request means every
+//! earlier unsignalled one succeeded (one that failed has a completion of its own), and
+//! `ia::Shared::handle_wc` retires them with it. A device reclaims the send queue's slots of
+//! unsignalled requests only then, so the QP gets `SIGNAL_EVERY` slots more than
+//! `max_request_dtos`: the unsignalled requests not yet retired (at most `SIGNAL_EVERY - 1`)
+//! and one marker never take a slot the consumer's requests could use.
 
 use std::collections::BTreeMap;
 use std::io;
@@ -24,6 +34,15 @@ pub const WR_RECV: u64 = 1 << 62;
 
 /// Bit 61 of a `wr_id`: a memory window bind (no consumer request behind it).
 pub const WR_BIND: u64 = 1 << 61;
+
+/// Bit 60 of a `wr_id`: a signalled zero-length RDMA write posted behind an unsignalled tail
+/// when a graceful disconnect waits for the send queue (no consumer request behind it).
+pub const WR_MARK: u64 = 1 << 60;
+
+/// At most `SIGNAL_EVERY - 1` requests in a row go unsignalled; the QP's send queue is
+/// `max_request_dtos + SIGNAL_EVERY` deep (device limits permitting, see
+/// [`EpSt::unsignalled_limit`]).
+pub const SIGNAL_EVERY: u32 = 8;
 
 /// Where an endpoint is in its connection's life, as the provider sees it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -88,6 +107,8 @@ pub struct EpSt {
     pub graceful_by: Option<Instant>,
     /// Inline limit the QP was granted.
     pub max_inline: u32,
+    /// Which requests of the send queue are signalled.
+    pub sig: SignalRun,
     /// Requests on the send queue, by `wr_id` (boxed: a request is moved into the map and out
     /// again once per message, and a pointer moves for less than the copies of the request it
     /// replaces cost).
@@ -128,6 +149,7 @@ impl Ep {
                 resolve_by: None,
                 graceful_by: None,
                 max_inline: 0,
+                sig: SignalRun::default(),
                 sends: BTreeMap::new(),
                 recvs: BTreeMap::new(),
                 cqs: Vec::new(),
@@ -138,7 +160,54 @@ impl Ep {
     }
 }
 
+/// The run of unsignalled requests on one send queue.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct SignalRun {
+    /// Requests posted unsignalled since the last signalled one.
+    pub run: u32,
+    /// How many in a row may go unsignalled (0: every one is signalled), from the send queue
+    /// depth the QP was granted ([`SignalRun::for_queue`]).
+    pub max: u32,
+}
+
+impl SignalRun {
+    /// A fresh run for a send queue of `granted` slots taking `max_request_dtos` consumer
+    /// requests: as many in a row as the slots beyond the consumer's, less one for a
+    /// disconnect's marker, at most `SIGNAL_EVERY - 1`.
+    pub fn for_queue(granted: u32, max_request_dtos: u32) -> SignalRun {
+        SignalRun {
+            run: 0,
+            max: granted
+                .saturating_sub(max_request_dtos)
+                .saturating_sub(1)
+                .min(SIGNAL_EVERY - 1),
+        }
+    }
+
+    /// Whether the next request on the send queue is signalled: always unless `may_skip`
+    /// ([`crate::verbs::may_skip_signal`]), and then once `max` went unsignalled in a row.
+    /// Call it only for a request that is then posted.
+    pub fn next(&mut self, may_skip: bool) -> bool {
+        if may_skip && self.run < self.max {
+            self.run += 1;
+            false
+        } else {
+            self.run = 0;
+            true
+        }
+    }
+}
+
 impl EpSt {
+    /// True when the newest request of the send queue is unsignalled and unreported: no
+    /// completion will come for it unless a later signalled request is posted.
+    pub fn tail_unsignalled(&self) -> bool {
+        self.sends
+            .values()
+            .next_back()
+            .is_some_and(|p| !p.signaled && !p.reported)
+    }
+
     /// True while a request of the send queue has not been reported.
     pub fn sends_outstanding(&self) -> bool {
         self.sends.values().any(|p| !p.reported)
@@ -213,7 +282,7 @@ pub fn post_recv(
     crate::device::errno_result(rc)
 }
 
-/// Posts a send, RDMA write or RDMA read to `qp`. Returns whether it was signalled.
+/// Posts a send, RDMA write or RDMA read to `qp`, with `IBV_SEND_SIGNALED` if `signal`.
 ///
 /// # Errors
 /// The errno of `ibv_post_send` (ENOMEM: queue full, EINVAL: bad request).
@@ -221,8 +290,8 @@ pub fn post_send(
     qp: *mut sys::ibv_qp,
     wr_id: u64,
     wr: &WorkRequest,
-    max_inline: u32,
-) -> io::Result<bool> {
+    (max_inline, signal): (u32, bool),
+) -> io::Result<()> {
     let mut list = sges(wr);
     let len = wr.len();
     let inline = len > 0
@@ -233,7 +302,7 @@ pub fn post_send(
     s.wr_id = wr_id;
     s.sg_list = list.as_mut_ptr();
     s.num_sge = i32::try_from(list.len()).unwrap_or(i32::MAX);
-    s.send_flags = send_flags(wr.flags, inline);
+    s.send_flags = send_flags(wr.flags, signal, inline);
     use sys::ibv_wr_opcode as op;
     match wr.op {
         PostOp::Send => s.opcode = op::IBV_WR_SEND,
@@ -255,8 +324,26 @@ pub fn post_send(
     // list are valid for the call; the memory named is registered and kept alive by `wr`
     // until the completion (inline data is copied during the call).
     let rc = unsafe { sys::ibv_post_send(qp, &mut s, &mut bad) };
-    crate::device::errno_result(rc)?;
-    Ok(s.send_flags & SEND_SIGNALED != 0)
+    crate::device::errno_result(rc)
+}
+
+/// Posts a signalled zero-length RDMA write (`wr_id` with [`WR_MARK`]): its completion retires
+/// the unsignalled requests before it. A zero-length RDMA write names no memory, so the
+/// responder checks no key or address (InfiniBand C9-88) and the peer sees nothing.
+///
+/// # Errors
+/// The errno of `ibv_post_send` (ENOMEM: queue full).
+pub fn post_marker(qp: *mut sys::ibv_qp, wr_id: u64) -> io::Result<()> {
+    // SAFETY: plain data; all-zero is valid (no gather list, remote address and key 0).
+    let mut s: sys::ibv_send_wr = unsafe { std::mem::zeroed() };
+    s.wr_id = wr_id | WR_MARK;
+    s.opcode = sys::ibv_wr_opcode::IBV_WR_RDMA_WRITE;
+    s.send_flags = SEND_SIGNALED;
+    let mut bad: *mut sys::ibv_send_wr = std::ptr::null_mut();
+    // SAFETY: the QP is live (its owner's lock is held); the work request is valid for the
+    // call and names no memory.
+    let rc = unsafe { sys::ibv_post_send(qp, &mut s, &mut bad) };
+    crate::device::errno_result(rc)
 }
 
 /// Posts a type 2 memory window bind of `mw` (new key `rkey`) to `length` bytes at `addr` of
@@ -292,4 +379,39 @@ pub fn post_bind(
     // the work request is valid for the call.
     let rc = unsafe { sys::ibv_post_send(qp, &mut s, &mut bad) };
     crate::device::errno_result(rc)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_send_queue_keeps_room_for_the_unretired_and_a_marker() {
+        let max = |granted, dtos| SignalRun::for_queue(granted, dtos).max;
+        // Room for SIGNAL_EVERY more: SIGNAL_EVERY - 1 unsignalled in a row, one slot for a
+        // marker.
+        assert_eq!(max(16 + SIGNAL_EVERY, 16), SIGNAL_EVERY - 1);
+        // A device that rounds up gives no more than SIGNAL_EVERY - 1.
+        assert_eq!(max(1024, 16), SIGNAL_EVERY - 1);
+        // A device at its limit: fewer, or every request signalled.
+        assert_eq!(max(20, 16), 3);
+        assert_eq!(max(17, 16), 0);
+        assert_eq!(max(16, 16), 0);
+        assert_eq!(max(8, 16), 0);
+    }
+
+    #[test]
+    fn every_eighth_request_in_a_row_is_signalled() {
+        let mut s = SignalRun::for_queue(32, 16);
+        let got: Vec<bool> = (0..20).map(|_| s.next(true)).collect();
+        let signalled: Vec<usize> = (0..20).filter(|&i| got[i]).collect();
+        assert_eq!(signalled, [7, 15]);
+        // A request that needs its completion is signalled and starts a new run.
+        assert!(s.next(false));
+        assert_eq!(s.run, 0);
+        assert!(!s.next(true));
+        // Without spare slots everything is signalled.
+        let mut s = SignalRun::for_queue(16, 16);
+        assert!((0..5).all(|_| s.next(true)));
+    }
 }

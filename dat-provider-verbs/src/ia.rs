@@ -27,7 +27,9 @@ use rdma_sys as sys;
 
 use crate::cm::{CmId, ConnParams, EventChannel, QpCaps};
 use crate::device::{Context, Pd};
-use crate::ep::{Ep, EpSt, Phase, WR_BIND, WR_RECV, WR_SRQ, post_recv};
+use crate::ep::{
+    Ep, EpSt, Phase, SIGNAL_EVERY, SignalRun, WR_BIND, WR_MARK, WR_RECV, WR_SRQ, post_recv,
+};
 use crate::params::VerbsParams;
 use crate::verbs::{CompChannel, Cq, Mr, Mw, Srq, dto_status, wc_room};
 
@@ -501,7 +503,11 @@ impl Shared {
             .max(a.max_rdma_write_iov)
             .min(self.limits.max_sge);
         let caps = QpCaps {
-            max_send_wr: a.max_request_dtos.min(self.limits.max_qp_wr),
+            // Room for the unsignalled requests not yet retired and a marker (`ep` module).
+            max_send_wr: a
+                .max_request_dtos
+                .saturating_add(SIGNAL_EVERY)
+                .min(self.limits.max_qp_wr),
             max_recv_wr: a.max_recv_dtos.min(self.limits.max_qp_wr),
             max_send_sge: sge,
             max_recv_sge: a.max_recv_iov.min(self.limits.max_sge),
@@ -509,6 +515,7 @@ impl Shared {
         };
         let got = cm.create_qp(&pd, &send.cq, &recv.cq, srq.as_ref().map(|s| &s.srq), caps)?;
         st.max_inline = got.max_inline_data;
+        st.sig = SignalRun::for_queue(got.max_send_wr, st.cfg.attr.max_request_dtos);
         st.cqs = vec![send, recv];
         st.srq = srq;
         if let Some(qpn) = cm.qp_num() {
@@ -596,7 +603,7 @@ impl Shared {
                 let recv = id & WR_RECV != 0;
                 if !recv {
                     // An unsignalled request before this one has completed (in order).
-                    let earlier: Vec<u64> = st
+                    let earlier: smallvec::SmallVec<[u64; 16]> = st
                         .sends
                         .range(..id)
                         .filter(|(_, p)| !p.signaled && !p.reported)
@@ -609,10 +616,12 @@ impl Shared {
                         }
                     }
                 }
-                if id & WR_BIND != 0 {
-                    if let Some(b) = st.binds.get_mut(&id) {
-                        *b = Some(status);
-                    }
+                if id & WR_BIND != 0
+                    && let Some(b) = st.binds.get_mut(&id)
+                {
+                    *b = Some(status);
+                }
+                if id & (WR_BIND | WR_MARK) != 0 {
                     broken = !matches!(status, DtoStatus::Success | DtoStatus::Flushed)
                         && st.phase.is_live();
                 }
@@ -620,9 +629,12 @@ impl Shared {
                 match q.remove(&id) {
                     None => {}
                     Some(p) if p.reported => {}
-                    Some(p) if status == DtoStatus::Flushed => {
+                    Some(mut p) if status == DtoStatus::Flushed => {
                         // The QP went to error: report it as broken unless a terminal fact
                         // is already on its way (which flushes this request with the rest).
+                        // Its own completion has come: a later one must not retire it as a
+                        // success, as it does an unsignalled request without one.
+                        p.signaled = true;
                         let phase = st.phase;
                         let q = if recv { &mut st.recvs } else { &mut st.sends };
                         match phase {

@@ -23,13 +23,15 @@ use dat_core::types::{
 use crate::attr::{self, DeviceFacts, MAX_PRIVATE_DATA};
 use crate::cm::{CmId, MAX_REQ_DATA_WITH_QUAL, frame, frame_req};
 use crate::device::{self, Context, FindError, Pd};
-use crate::ep::{Ep, Pending, Phase, WR_BIND, WR_RECV, WR_SRQ, post_bind, post_recv, post_send};
+use crate::ep::{
+    Ep, Pending, Phase, WR_BIND, WR_RECV, WR_SRQ, post_bind, post_marker, post_recv, post_send,
+};
 use crate::ia::{
     GRACEFUL_LIMIT, Limits, RESOLVE_LIMIT, RESOLVE_MS, Shared, SrqSlot, lock, read, write,
 };
 use crate::not_found;
 use crate::params::{Locator, VerbsParams};
-use crate::verbs::{ACCESS_MW_BIND, Mr, Mw, Srq, access_flags, window_access};
+use crate::verbs::{ACCESS_MW_BIND, Mr, Mw, Srq, access_flags, may_skip_signal, window_access};
 
 /// `IBV_PORT_ACTIVE`.
 const PORT_ACTIVE: u32 = 4;
@@ -378,6 +380,8 @@ impl Transport for VerbsIa {
                 tracing::debug!(ia = %self.name, error = %e, "memory window bind post failed");
                 region()
             })?;
+            // Signalled: its completion retires the unsignalled requests before it.
+            st.sig.run = 0;
             st.binds.insert(id, None);
             (id, mw, rkey, st.cqs.clone())
         };
@@ -644,6 +648,19 @@ impl Transport for VerbsIa {
             {
                 if st.graceful_by.is_none() {
                     st.graceful_by = Some(Instant::now() + GRACEFUL_LIMIT);
+                    if st.tail_unsignalled() {
+                        // No completion would come for the tail: a signalled marker behind it
+                        // retires it (and the disconnect proceeds) once the device is done.
+                        let qp = st.cm.as_ref().map_or(std::ptr::null_mut(), CmId::qp);
+                        let id = self.shared.next_wr_id() & !(WR_SRQ | WR_RECV | WR_BIND);
+                        match post_marker(qp, id) {
+                            Ok(()) => st.sig.run = 0,
+                            Err(e) => tracing::debug!(
+                                ia = %self.name, ep = ep.id.0, error = %e,
+                                "marker behind unsignalled requests not posted: waiting"
+                            ),
+                        }
+                    }
                     drop(st);
                     self.shared.wake();
                 }
@@ -703,9 +720,12 @@ impl Transport for VerbsIa {
             Shared::flush_now(&ep, &wr);
             return Ok(());
         }
-        // Inserted before the post: the completion may be polled by another thread at once
-        // (it waits for this lock).
-        let signaled = post_send(qp, id, &wr, st.max_inline).map_err(full)?;
+        // Inserted after the post but under the lock the completion's handler takes, so it
+        // waits for this insertion.
+        let mut sig = st.sig;
+        let signaled = sig.next(may_skip_signal(wr.flags, wr.op));
+        post_send(qp, id, &wr, (st.max_inline, signaled)).map_err(full)?;
+        st.sig = sig;
         st.sends.insert(
             id,
             Box::new(Pending {

@@ -11,6 +11,7 @@ use std::ptr::NonNull;
 use std::sync::Arc;
 
 use dat_core::mem::Buffer;
+use dat_core::provider::PostOp;
 use dat_core::types::{CompletionFlags, DtoStatus, MemPriv};
 use rdma_sys as sys;
 
@@ -422,12 +423,22 @@ pub const SEND_SOLICITED: u32 = 4;
 /// `IBV_SEND_INLINE`.
 pub const SEND_INLINE: u32 = 8;
 
-/// Completion flags of a post to `ibv_send_flags`: every request is signalled unless the
-/// consumer asked for `UNSIGNALLED`; `SOLICITED_WAIT` is a solicited send; `BARRIER_FENCE`
-/// fences the request behind earlier RDMA reads. `inline` adds `IBV_SEND_INLINE`.
-pub fn send_flags(f: CompletionFlags, inline: bool) -> u32 {
+/// True when a request with completion flags `f` may go without a work completion of its own
+/// (`IBV_SEND_SIGNALED` clear): the consumer wants no event on success (`SUPPRESS`) or no
+/// wake-up (`UNSIGNALLED`), and it is a send or an RDMA write. An RDMA read is always
+/// signalled: its data is the consumer's only once its completion is polled.
+pub fn may_skip_signal(f: CompletionFlags, op: PostOp) -> bool {
+    f.intersects(CompletionFlags::SUPPRESS | CompletionFlags::UNSIGNALLED)
+        && matches!(op, PostOp::Send | PostOp::RdmaWrite(_))
+}
+
+/// Completion flags of a post to `ibv_send_flags`: `signal` sets `IBV_SEND_SIGNALED` (the
+/// endpoint decides, see [`may_skip_signal`] and `ep::EpSt::signal_next`); `SOLICITED_WAIT`
+/// is a solicited send; `BARRIER_FENCE` fences the request behind earlier RDMA reads.
+/// `inline` adds `IBV_SEND_INLINE`.
+pub fn send_flags(f: CompletionFlags, signal: bool, inline: bool) -> u32 {
     let mut s = 0;
-    if !f.contains(CompletionFlags::UNSIGNALLED) {
+    if signal {
         s |= SEND_SIGNALED;
     }
     if f.contains(CompletionFlags::SOLICITED_WAIT) {
@@ -493,17 +504,43 @@ mod tests {
 
     #[test]
     fn completion_flags_map_to_send_flags() {
-        assert_eq!(send_flags(CompletionFlags::DEFAULT, false), SEND_SIGNALED);
-        assert_eq!(send_flags(CompletionFlags::UNSIGNALLED, true), SEND_INLINE);
+        let f = CompletionFlags::DEFAULT;
+        assert_eq!(send_flags(f, true, false), SEND_SIGNALED);
+        assert_eq!(send_flags(f, false, true), SEND_INLINE);
         assert_eq!(
             send_flags(
                 CompletionFlags::SOLICITED_WAIT | CompletionFlags::BARRIER_FENCE,
+                true,
                 false
             ),
             SEND_SIGNALED | SEND_SOLICITED | SEND_FENCE
         );
-        // SUPPRESS is the core's business: the request is still signalled.
-        assert_eq!(send_flags(CompletionFlags::SUPPRESS, false), SEND_SIGNALED);
+    }
+
+    #[test]
+    fn only_suppressed_or_unsignalled_sends_and_writes_may_skip_their_completion() {
+        let t = dat_core::types::RmrTriplet {
+            rmr_context: 1,
+            virtual_address: 0,
+            segment_length: 4,
+        };
+        for f in [CompletionFlags::SUPPRESS, CompletionFlags::UNSIGNALLED] {
+            assert!(may_skip_signal(f, PostOp::Send));
+            assert!(may_skip_signal(
+                f | CompletionFlags::SOLICITED_WAIT,
+                PostOp::Send
+            ));
+            assert!(may_skip_signal(f, PostOp::RdmaWrite(t)));
+            assert!(
+                !may_skip_signal(f, PostOp::RdmaRead(t)),
+                "a read is signalled"
+            );
+        }
+        assert!(!may_skip_signal(CompletionFlags::DEFAULT, PostOp::Send));
+        assert!(!may_skip_signal(
+            CompletionFlags::SOLICITED_WAIT,
+            PostOp::RdmaWrite(t)
+        ));
     }
 
     #[test]

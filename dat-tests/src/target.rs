@@ -211,6 +211,14 @@ impl RegistryTarget {
         self
     }
 
+    /// Hands out connection qualifiers from `base` on: cases of a second target in the same
+    /// process (run in parallel with the suite's, whose base depends only on the process id)
+    /// then never take the suite's qualifiers.
+    pub fn with_qual_base(self, base: u64) -> RegistryTarget {
+        self.next_qual.store(base, Ordering::Relaxed);
+        self
+    }
+
     /// The IA named by `$DAT_TEST_IA`; unavailable (every case skipped) when it is not set.
     pub fn from_env() -> RegistryTarget {
         match std::env::var("DAT_TEST_IA") {

@@ -292,3 +292,227 @@ fn device_removal_is_catastrophic_and_calls_fail_cleanly() {
         device_removal,
     );
 }
+
+// Requests posted with SUPPRESS go unsignalled on the QP (every 8th in a row signalled): the
+// provider retires them when a later request's work completion arrives.
+
+use dat::types::{CloseFlags, CompletionFlags, Cookie, DtoOp, DtoStatus, EventNumber};
+use dat_tests::harness::{
+    assert_empty, deep_pair, expect_completion, expect_conn, pair, pattern, post_recv, read,
+};
+
+/// The verbs target with qualifiers of its own (61000 and up): these cases run in parallel
+/// with the suite's, whose target counts from its own base.
+fn unsig_target() -> &'static RegistryTarget {
+    static T: std::sync::OnceLock<RegistryTarget> = std::sync::OnceLock::new();
+    T.get_or_init(|| verbs_target().with_qual_base(61_000))
+}
+
+/// Runs `case` on [`unsig_target`].
+fn run_unsig(name: &str, case: fn(&dyn dat_tests::Target) -> dat_tests::Outcome) {
+    dat_tests::run_case(unsig_target(), module_path!(), "verbs", name, case);
+}
+
+/// Rounds of `depth - 1` suppressed RDMA writes and one signalled write: once the signalled
+/// one has completed, the consumer has nothing outstanding, so the next round's `depth`
+/// posts all fit (no `INSUFFICIENT_RESOURCES` from requests not yet retired), every byte
+/// lands, and only the signalled writes report.
+fn suppressed_writes_keep_the_request_queue_exact(t: &dyn dat_tests::Target) -> dat_tests::Outcome {
+    const DEPTH: u32 = 4;
+    const ROUNDS: u32 = 40;
+    let p = deep_pair(t, DEPTH);
+    let data = pattern(usize::try_from(DEPTH * ROUNDS * 8).unwrap(), 9);
+    p.a.lmr.write(0, &data).unwrap();
+    for r in 0..ROUNDS {
+        for i in 0..DEPTH {
+            let n = u64::from(r * DEPTH + i);
+            let last = i == DEPTH - 1;
+            let flags = if last {
+                CompletionFlags::DEFAULT
+            } else {
+                CompletionFlags::SUPPRESS
+            };
+            let res = p.a.ep.post_rdma_write(
+                &[p.a.lmr.triplet(n * 8, 8)],
+                Cookie(n),
+                p.b.lmr.rmr_triplet(n * 8, 8),
+                flags,
+            );
+            assert_eq!(res, Ok(()), "post {n} (round {r})");
+            if last {
+                expect_completion(
+                    &p.a.req,
+                    &p.a.ep,
+                    n,
+                    DtoStatus::Success,
+                    DtoOp::RdmaWrite,
+                    8,
+                );
+            }
+        }
+    }
+    assert_empty(&p.a.req);
+    assert_eq!(read(&p.b.lmr, 0, data.len()), data);
+    dat_tests::harness::disconnect_pair(&p);
+    assert_empty(&p.a.req);
+    dat_tests::Outcome::Pass
+}
+
+#[test]
+fn suppressed_writes_keep_the_request_queue_exact_on_verbs() {
+    run_unsig(
+        "suppressed_writes_keep_the_request_queue_exact_on_verbs",
+        suppressed_writes_keep_the_request_queue_exact,
+    );
+}
+
+/// A suppressed RDMA write that fails (a wrong key) behind suppressed writes that succeed:
+/// its error reaches the consumer with its cookie, the writes before it report nothing (they
+/// succeeded), the ones after it are flushed in posting order, and the connection breaks.
+fn a_failing_suppressed_write_reports_its_error(t: &dyn dat_tests::Target) -> dat_tests::Outcome {
+    let p = pair(t);
+    p.a.lmr.write(0, &pattern(64, 3)).unwrap();
+    let post = |cookie: u64, flags: CompletionFlags, bad: bool| {
+        let mut remote = p.b.lmr.rmr_triplet(cookie * 8, 8);
+        if bad {
+            remote.rmr_context ^= 0x5A5A_5A5A;
+        }
+        p.a.ep
+            .post_rdma_write(
+                &[p.a.lmr.triplet(cookie * 8, 8)],
+                Cookie(cookie),
+                remote,
+                flags,
+            )
+            .expect("post_rdma_write");
+    };
+    for c in 1..=3 {
+        post(c, CompletionFlags::SUPPRESS, false);
+    }
+    post(4, CompletionFlags::SUPPRESS, true);
+    post(5, CompletionFlags::SUPPRESS, false);
+    post(6, CompletionFlags::DEFAULT, false);
+    let c = expect_completion(
+        &p.a.req,
+        &p.a.ep,
+        4,
+        DtoStatus::RemoteAccess,
+        DtoOp::RdmaWrite,
+        0,
+    );
+    assert_eq!(c.transferred_length, 0);
+    expect_completion(
+        &p.a.req,
+        &p.a.ep,
+        5,
+        DtoStatus::Flushed,
+        DtoOp::RdmaWrite,
+        0,
+    );
+    expect_completion(
+        &p.a.req,
+        &p.a.ep,
+        6,
+        DtoStatus::Flushed,
+        DtoOp::RdmaWrite,
+        0,
+    );
+    expect_conn(&p.a.conn, EventNumber::Broken, &p.a.ep);
+    assert_eq!(
+        read(&p.b.lmr, 8, 24),
+        read(&p.a.lmr, 8, 24),
+        "the writes before the failure landed"
+    );
+    assert_empty(&p.a.req);
+    dat_tests::Outcome::Pass
+}
+
+#[test]
+fn a_failing_suppressed_write_reports_its_error_on_verbs() {
+    run_unsig(
+        "a_failing_suppressed_write_reports_its_error_on_verbs",
+        a_failing_suppressed_write_reports_its_error,
+    );
+}
+
+/// A graceful disconnect right after suppressed sends (an unsignalled tail, no completion of
+/// its own to come): the sends are delivered and retired as successes (no FLUSHED completion
+/// reaches the consumer, as one would if the disconnect gave up waiting for them).
+fn graceful_disconnect_after_a_suppressed_tail(t: &dyn dat_tests::Target) -> dat_tests::Outcome {
+    let p = pair(t);
+    p.a.lmr.write(0, &pattern(64, 5)).unwrap();
+    for c in 0..3 {
+        post_recv(&p.b, &p.b.ep, 1024 + c * 8, 8, c);
+    }
+    for c in 0..3 {
+        p.a.ep
+            .post_send(
+                &[p.a.lmr.triplet(c * 8, 8)],
+                Cookie(c),
+                CompletionFlags::SUPPRESS,
+            )
+            .expect("post_send");
+    }
+    p.a.ep.disconnect(CloseFlags::Graceful).expect("disconnect");
+    expect_conn(&p.a.conn, EventNumber::Disconnected, &p.a.ep);
+    for c in 0..3 {
+        expect_completion(&p.b.recv, &p.b.ep, c, DtoStatus::Success, DtoOp::Receive, 8);
+    }
+    expect_conn(&p.b.conn, EventNumber::Disconnected, &p.b.ep);
+    assert_empty(&p.a.req);
+    assert_eq!(read(&p.b.lmr, 1024, 24), read(&p.a.lmr, 0, 24));
+    dat_tests::Outcome::Pass
+}
+
+#[test]
+fn graceful_disconnect_after_a_suppressed_tail_on_verbs() {
+    run_unsig(
+        "graceful_disconnect_after_a_suppressed_tail_on_verbs",
+        graceful_disconnect_after_a_suppressed_tail,
+    );
+}
+
+/// Suppressed RDMA reads (more than a run of unsignalled requests) then a signalled one: reads
+/// stay signalled, so only the last reports, and when it does every read's bytes are there.
+fn suppressed_reads_land_before_the_last_completes(
+    t: &dyn dat_tests::Target,
+) -> dat_tests::Outcome {
+    const N: u64 = 20;
+    let p = pair(t);
+    let data = pattern(usize::try_from(N * 16).unwrap(), 7);
+    p.b.lmr.write(0, &data).unwrap();
+    for c in 0..N {
+        let flags = if c == N - 1 {
+            CompletionFlags::DEFAULT
+        } else {
+            CompletionFlags::SUPPRESS
+        };
+        p.a.ep
+            .post_rdma_read(
+                &[p.a.lmr.triplet(4096 + c * 16, 16)],
+                Cookie(c),
+                p.b.lmr.rmr_triplet(c * 16, 16),
+                flags,
+            )
+            .expect("post_rdma_read");
+    }
+    expect_completion(
+        &p.a.req,
+        &p.a.ep,
+        N - 1,
+        DtoStatus::Success,
+        DtoOp::RdmaRead,
+        16,
+    );
+    assert_eq!(read(&p.a.lmr, 4096, data.len()), data);
+    assert_empty(&p.a.req);
+    dat_tests::Outcome::Pass
+}
+
+#[test]
+fn suppressed_reads_land_before_the_last_completes_on_verbs() {
+    run_unsig(
+        "suppressed_reads_land_before_the_last_completes_on_verbs",
+        suppressed_reads_land_before_the_last_completes,
+    );
+}
