@@ -38,7 +38,7 @@ pub(crate) unsafe extern "C" fn evd_create(
         }
         let e = s.ia.create_evd(min_qlen, flags, cno.as_ref())?;
         let id = e.id().0;
-        let n = s.adopt(Kind::Evd, id, Obj::Evd(e));
+        let n = s.adopt(Kind::Evd, id, Obj::Evd(e))?;
         // SAFETY: checked non-NULL; consumer OUT pointer.
         unsafe { put(evd, n.handle()) };
         Ok(())
@@ -188,7 +188,7 @@ pub(crate) unsafe extern "C" fn cno_create(
             return Err(arg(3));
         }
         let c = s.ia.create_cno()?;
-        let n = s.adopt(Kind::Cno, c.id().0, Obj::Cno(c));
+        let n = s.adopt(Kind::Cno, c.id().0, Obj::Cno(c))?;
         n.extra().agent = agent_words(&agent);
         // SAFETY: checked non-NULL consumer OUT pointer.
         unsafe { put(cno, n.handle()) };
