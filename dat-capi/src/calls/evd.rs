@@ -1,14 +1,14 @@
 //! EVD and CNO slots: 7-11, 16-25, 56-57.
 
-use dat::DatError;
 use dat::types::{EvdFlags, Timeout};
+use dat::{DatError, Subtype};
 
 use crate::abi::{
     DatCnoParam, DatCnoProxy, DatCount, DatEvdParam, DatEvent, DatHandle, DatOsWaitProxyAgent,
     DatReturn,
 };
 use crate::calls::convert::event_to_c;
-use crate::calls::{cno_of, evd_of, ia_of};
+use crate::calls::{cno_of, evd_of, ia_of, node};
 use crate::ffi::{arg, guard, put, put_req};
 use crate::handle::{Kind, Obj};
 
@@ -147,7 +147,11 @@ pub(crate) unsafe extern "C" fn evd_post_se(evd: DatHandle, event: *const DatEve
 
 pub(crate) unsafe extern "C" fn evd_dequeue(evd: DatHandle, event: *mut DatEvent) -> DatReturn {
     guard("evd_dequeue", || {
-        let (n, e) = evd_of(evd)?;
+        // Borrowed from the node: a polling consumer calls this in a loop.
+        let n = node(evd, Kind::Evd, Subtype::InvalidHandleEvdRequest)?;
+        let Obj::Evd(e) = &n.obj else {
+            return Err(DatError::invalid_handle(Subtype::InvalidHandleEvdRequest));
+        };
         if event.is_null() {
             return Err(arg(2));
         }
