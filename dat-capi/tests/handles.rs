@@ -357,3 +357,61 @@ fn addresses_inside_the_handle_table_are_checked() {
         assert_eq!((t.pz_create_func)(ia, &mut pz), bad(IA));
     }
 }
+
+/// A handle freed while another thread keeps using it: every call gives success or
+/// `DAT_INVALID_HANDLE|EP`, never a crash, and once the free returned only the error.
+#[test]
+fn a_handle_freed_under_a_concurrent_user() {
+    let t = table();
+    let (ia, _) = open(t);
+    let mut pz: DatHandle = null_mut();
+    let mut ep: DatHandle = null_mut();
+    // SAFETY: valid handles and OUT pointers.
+    unsafe {
+        assert_eq!((t.pz_create_func)(ia, &mut pz), 0);
+        assert_eq!(
+            (t.ep_create_func)(ia, pz, null_mut(), null_mut(), null_mut(), null(), &mut ep),
+            0
+        );
+    }
+    let freed = std::sync::atomic::AtomicBool::new(false);
+    let h = ep as usize;
+    std::thread::scope(|s| {
+        let user = s.spawn(|| {
+            let (mut ok, mut bad_after) = (0u32, 0u32);
+            loop {
+                let done = freed.load(std::sync::atomic::Ordering::Acquire);
+                let mut st = 0u32;
+                // SAFETY: a valid OUT pointer; the handle may be freed meanwhile (the point).
+                let rc = unsafe {
+                    (t.ep_get_status_func)(h as DatHandle, &mut st, null_mut(), null_mut())
+                };
+                match rc {
+                    0 => {
+                        assert!(!done, "a freed handle answered");
+                        ok += 1;
+                    }
+                    rc => {
+                        assert_eq!(rc, bad(EP));
+                        if done {
+                            bad_after += 1;
+                            if bad_after > 100 {
+                                return ok;
+                            }
+                        }
+                    }
+                }
+            }
+        });
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        // SAFETY: a live handle.
+        assert_eq!(unsafe { (t.ep_free_func)(h as DatHandle) }, 0);
+        freed.store(true, std::sync::atomic::Ordering::Release);
+        assert!(user.join().unwrap() > 0);
+    });
+    // SAFETY: live handles.
+    unsafe {
+        assert_eq!((t.pz_free_func)(pz), 0);
+        assert_eq!((t.ia_close_func)(ia, 0), 0);
+    }
+}
