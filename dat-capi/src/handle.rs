@@ -11,8 +11,11 @@
 //! a FIFO quarantine of [`QUARANTINE`] slots before they are reused, so an address is not
 //! handed out again while a stale copy is likely around.
 //!
-//! The lookup of a DTO call takes no global lock and allocates nothing: a range check, a
-//! shift, an uncontended read lock of the slot and a reference count.
+//! The lookup of a DTO or dequeue call takes no global lock and allocates nothing: a range
+//! check, a shift and an uncontended read lock of the slot, held while the call runs
+//! ([`with`]); other calls take a reference to the node ([`get`]). Lock order: a slot's lock
+//! may be held while the allocator's is taken (a dequeue that creates an EP handle), never
+//! the other way round.
 
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicPtr, AtomicU32, AtomicU64, AtomicUsize, Ordering};
@@ -301,10 +304,16 @@ pub fn insert(
     provider: *const DatProvider,
 ) -> Result<Arc<Node>, DatError> {
     let t = slots();
-    let mut a = t.alloc();
-    let idx = t
-        .take(&mut a)
-        .ok_or_else(|| DatError::new(ErrorType::InsufficientResources, Subtype::NoSubtype))?;
+    let idx = {
+        let mut a = t.alloc();
+        let idx = t
+            .take(&mut a)
+            .ok_or_else(|| DatError::new(ErrorType::InsufficientResources, Subtype::NoSubtype))?;
+        a.live += 1;
+        idx
+    };
+    // The slot is ours now (out of the free list); its lock is taken without the
+    // allocator's (the lock order of the module).
     let s = t.slot(idx);
     let addr = s as *const Slot as usize;
     let node = Arc::new(Node {
@@ -322,7 +331,6 @@ pub fn insert(
     s.header.kind.store(kind as u32, Ordering::Relaxed);
     s.header.magic.store(kind.magic(), Ordering::Release);
     *write(s) = Some(node.clone());
-    a.live += 1;
     Ok(node)
 }
 
@@ -335,6 +343,25 @@ pub fn insert(
 pub fn get(h: DatHandle, kind: Kind, bad: DatError) -> Result<Arc<Node>, DatError> {
     match slots().at(h as usize).map(read).as_deref() {
         Some(Some(n)) if n.kind == kind => Ok(n.clone()),
+        _ => Err(bad),
+    }
+}
+
+/// Runs `f` on the live node of kind `kind` behind `h` while holding the slot's read lock
+/// (no reference count taken: the DTO and dequeue calls use this). `f` must not free `h`
+/// (the free would wait for this very lock).
+///
+/// # Errors
+/// `bad` as [`get`], or what `f` returns.
+#[inline]
+pub fn with<R>(
+    h: DatHandle,
+    kind: Kind,
+    bad: DatError,
+    f: impl FnOnce(&Node) -> Result<R, DatError>,
+) -> Result<R, DatError> {
+    match slots().at(h as usize).map(read).as_deref() {
+        Some(Some(n)) if n.kind == kind => f(n),
         _ => Err(bad),
     }
 }
@@ -355,9 +382,12 @@ pub fn get_any(h: DatHandle, bad: DatError) -> Result<Arc<Node>, DatError> {
 pub fn remove(addr: usize) {
     let t = slots();
     let Some(s) = t.at(addr) else { return };
-    let mut a = t.alloc();
+    // The slot's lock first, then the allocator's (the lock order of the module): a dequeue
+    // holds its EVD's read lock while it may create a handle, so a free waiting for that
+    // slot must hold nothing else.
     let Some(node) = write(s).take() else { return };
     s.header.magic.store(POISON, Ordering::Release);
+    let mut a = t.alloc();
     a.free.push_back((addr - t.base) >> SHIFT);
     a.live -= 1;
     drop(a);

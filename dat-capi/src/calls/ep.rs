@@ -1,7 +1,6 @@
 //! Endpoint slots: 26-37, 55, 60-62.
 
 use dat::types::{CloseFlags, Cookie, DtoOp, Timeout};
-use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
 use dat::{ConnectFlags, DatError, DatResult, EpModify, EpParams, ErrorType, Subtype};
@@ -325,21 +324,15 @@ pub(crate) unsafe extern "C" fn ep_disconnect(ep: DatHandle, flags: u32) -> DatR
     })
 }
 
-/// The EP behind a handle, borrowed from its node (a DTO call clones nothing but the node).
-fn ep_ref(n: &Node) -> DatResult<&dat::Ep> {
-    match &n.obj {
-        Obj::Ep(e) => Ok(e),
-        _ => Err(DatError::invalid_handle(Subtype::InvalidHandleEp)),
-    }
-}
-
-/// The live EP node of a handle.
-fn ep_node(ep: DatHandle) -> DatResult<Arc<Node>> {
-    handle::get(
-        ep,
-        Kind::Ep,
-        DatError::invalid_handle(Subtype::InvalidHandleEp),
-    )
+/// Runs a DTO call on the EP behind a handle, borrowed under its slot's read lock (nothing
+/// cloned, no reference count).
+#[inline]
+fn with_ep<R>(ep: DatHandle, f: impl FnOnce(&Node, &dat::Ep) -> DatResult<R>) -> DatResult<R> {
+    let bad = DatError::invalid_handle(Subtype::InvalidHandleEp);
+    handle::with(ep, Kind::Ep, bad, |n| match &n.obj {
+        Obj::Ep(e) => f(n, e),
+        _ => Err(bad),
+    })
 }
 
 /// Counts a successful post on queue `q` of `n`.
@@ -355,13 +348,14 @@ pub(crate) unsafe extern "C" fn ep_post_send(
     flags: u32,
 ) -> DatReturn {
     guard("ep_post_send", || {
-        let n = ep_node(ep)?;
-        // SAFETY: the consumer's IOV of `num_segments` triplets, read during this call only.
-        let iov = unsafe { triplets(num_segments, local_iov, 2)? };
-        let f = completion_flags(flags, 5)?;
-        ep_ref(&n)?.post_send(iov, Cookie(cookie.value()), f)?;
-        count_post(&n, REQUEST);
-        Ok(())
+        with_ep(ep, |n, e| {
+            // SAFETY: the consumer's IOV of `num_segments` triplets, read during this call only.
+            let iov = unsafe { triplets(num_segments, local_iov, 2)? };
+            let f = completion_flags(flags, 5)?;
+            e.post_send(iov, Cookie(cookie.value()), f)?;
+            count_post(n, REQUEST);
+            Ok(())
+        })
     })
 }
 
@@ -373,13 +367,14 @@ pub(crate) unsafe extern "C" fn ep_post_recv(
     flags: u32,
 ) -> DatReturn {
     guard("ep_post_recv", || {
-        let n = ep_node(ep)?;
-        // SAFETY: the consumer's IOV of `num_segments` triplets, read during this call only.
-        let iov = unsafe { triplets(num_segments, local_iov, 2)? };
-        let f = completion_flags(flags, 5)?;
-        ep_ref(&n)?.post_recv(iov, Cookie(cookie.value()), f)?;
-        count_post(&n, RECV);
-        Ok(())
+        with_ep(ep, |n, e| {
+            // SAFETY: the consumer's IOV of `num_segments` triplets, read during this call only.
+            let iov = unsafe { triplets(num_segments, local_iov, 2)? };
+            let f = completion_flags(flags, 5)?;
+            e.post_recv(iov, Cookie(cookie.value()), f)?;
+            count_post(n, RECV);
+            Ok(())
+        })
     })
 }
 
@@ -392,24 +387,24 @@ fn rdma(
     flags: u32,
     write: bool,
 ) -> Result<(), DatError> {
-    let n = ep_node(ep)?;
-    let e = ep_ref(&n)?;
-    // SAFETY: the consumer's IOV of `num_segments` triplets, read during this call only.
-    let iov = unsafe { triplets(num_segments, local_iov, 2)? };
-    if remote_iov.is_null() {
-        return Err(arg(5));
-    }
-    // SAFETY: non-NULL consumer remote triplet.
-    let remote = unsafe { *remote_iov };
-    let f = completion_flags(flags, 6)?;
-    let c = Cookie(cookie.value());
-    if write {
-        e.post_rdma_write(iov, c, remote, f)?;
-    } else {
-        e.post_rdma_read(iov, c, remote, f)?;
-    }
-    count_post(&n, REQUEST);
-    Ok(())
+    with_ep(ep, |n, e| {
+        // SAFETY: the consumer's IOV of `num_segments` triplets, read during this call only.
+        let iov = unsafe { triplets(num_segments, local_iov, 2)? };
+        if remote_iov.is_null() {
+            return Err(arg(5));
+        }
+        // SAFETY: non-NULL consumer remote triplet.
+        let remote = unsafe { *remote_iov };
+        let f = completion_flags(flags, 6)?;
+        let c = Cookie(cookie.value());
+        if write {
+            e.post_rdma_write(iov, c, remote, f)?;
+        } else {
+            e.post_rdma_read(iov, c, remote, f)?;
+        }
+        count_post(n, REQUEST);
+        Ok(())
+    })
 }
 
 pub(crate) unsafe extern "C" fn ep_post_rdma_read(

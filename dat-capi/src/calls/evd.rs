@@ -8,9 +8,9 @@ use crate::abi::{
     DatReturn,
 };
 use crate::calls::convert::event_to_c;
-use crate::calls::{cno_of, evd_of, ia_of, node};
+use crate::calls::{cno_of, evd_of, ia_of};
 use crate::ffi::{arg, guard, put, put_req};
-use crate::handle::{Kind, Obj};
+use crate::handle::{self, Kind, Obj};
 
 /// `DAT_SOFTWARE_EVENT`.
 const DAT_SOFTWARE_EVENT: u32 = 0x10001;
@@ -147,21 +147,23 @@ pub(crate) unsafe extern "C" fn evd_post_se(evd: DatHandle, event: *const DatEve
 
 pub(crate) unsafe extern "C" fn evd_dequeue(evd: DatHandle, event: *mut DatEvent) -> DatReturn {
     guard("evd_dequeue", || {
-        // Borrowed from the node: a polling consumer calls this in a loop.
-        let n = node(evd, Kind::Evd, Subtype::InvalidHandleEvdRequest)?;
-        let Obj::Evd(e) = &n.obj else {
-            return Err(DatError::invalid_handle(Subtype::InvalidHandleEvdRequest));
-        };
-        if event.is_null() {
-            return Err(arg(2));
-        }
-        // An empty queue returns DatError::QUEUE_EMPTY, the bare 0x000D0000 `dtest -p`
-        // compares against.
-        let ev = e.dequeue()?;
-        let c = event_to_c(&ev, n.handle(), &n.ia);
-        // SAFETY: checked non-NULL consumer OUT pointer.
-        unsafe { put(event, c) };
-        Ok(())
+        // Borrowed under the slot's read lock: a polling consumer calls this in a loop.
+        let bad = DatError::invalid_handle(Subtype::InvalidHandleEvdRequest);
+        handle::with(evd, Kind::Evd, bad, |n| {
+            let Obj::Evd(e) = &n.obj else {
+                return Err(bad);
+            };
+            if event.is_null() {
+                return Err(arg(2));
+            }
+            // An empty queue returns DatError::QUEUE_EMPTY, the bare 0x000D0000 `dtest -p`
+            // compares against.
+            let ev = e.dequeue()?;
+            let c = event_to_c(&ev, n.handle(), &n.ia);
+            // SAFETY: checked non-NULL consumer OUT pointer.
+            unsafe { put(event, c) };
+            Ok(())
+        })
     })
 }
 
