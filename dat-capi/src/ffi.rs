@@ -70,24 +70,26 @@ pub unsafe fn private_data(size: i32, p: *const std::ffi::c_void, n: u16) -> Dat
     Ok(unsafe { std::slice::from_raw_parts(p.cast::<u8>(), len) }.to_vec())
 }
 
-/// Copies `n` triplets from `p` (count argument `count_arg`, pointer argument `count_arg + 1`).
+/// Borrows `n` triplets at `p` (count argument `count_arg`, pointer argument `count_arg + 1`)
+/// without copying them: DTO calls read the consumer's IOV in place.
 ///
 /// # Safety
-/// `p` must be NULL or valid for `n` elements of reads.
+/// `p` must be NULL or valid for `n` elements of reads (and aligned for `T`) for `'a`, and the
+/// consumer must not write them meanwhile (the call holds them only while it runs).
 ///
 /// # Errors
 /// `DAT_INVALID_PARAMETER|DAT_INVALID_ARGn` for a negative count or a NULL array with a
 /// positive count.
-pub unsafe fn triplets<T: Copy>(n: i32, p: *const T, count_arg: u16) -> DatResult<Vec<T>> {
+pub unsafe fn triplets<'a, T: Copy>(n: i32, p: *const T, count_arg: u16) -> DatResult<&'a [T]> {
     let len = usize::try_from(n).map_err(|_| arg(count_arg))?;
     if len == 0 {
-        return Ok(Vec::new());
+        return Ok(&[]);
     }
     if p.is_null() {
         return Err(arg(count_arg + 1));
     }
-    // SAFETY: non-NULL and, per the caller, valid for `len` elements.
-    Ok(unsafe { std::slice::from_raw_parts(p, len) }.to_vec())
+    // SAFETY: non-NULL and, per the caller, valid and unchanged for `len` elements for 'a.
+    Ok(unsafe { std::slice::from_raw_parts(p, len) })
 }
 
 /// Copies `s` into a fixed C char array, truncating, always NUL-terminated.

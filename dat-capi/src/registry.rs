@@ -194,6 +194,13 @@ fn close_ias_of(table: &DatProvider) {
 }
 
 /// Creates the handle for an IA (used by `ia_open`).
-pub fn ia_node(ia: dat::Ia, table: *const DatProvider, key: Key) -> Arc<handle::Node> {
+///
+/// # Errors
+/// `DAT_INSUFFICIENT_RESOURCES` when the handle table is full.
+pub fn ia_node(
+    ia: dat::Ia,
+    table: *const DatProvider,
+    key: Key,
+) -> dat::DatResult<Arc<handle::Node>> {
     crate::state::IaState::create(ia, crate::state::TablePtr(table), key)
 }

@@ -93,6 +93,42 @@ unsafe impl Send for TablePtr {}
 // SAFETY: as above.
 unsafe impl Sync for TablePtr {}
 
+/// The hasher of [`IaState`]'s id map: ids are small integers the provider chose, not
+/// consumer input, so a multiplicative hash (one multiply per word) replaces SipHash on the
+/// event path.
+#[derive(Clone, Copy, Default)]
+pub struct IdHash;
+
+impl std::hash::BuildHasher for IdHash {
+    type Hasher = IdHasher;
+    fn build_hasher(&self) -> IdHasher {
+        IdHasher(0)
+    }
+}
+
+/// See [`IdHash`].
+pub struct IdHasher(u64);
+
+impl std::hash::Hasher for IdHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        for b in bytes {
+            self.write_u64(u64::from(*b));
+        }
+    }
+    fn write_u32(&mut self, v: u32) {
+        self.write_u64(u64::from(v));
+    }
+    fn write_usize(&mut self, v: usize) {
+        self.write_u64(v as u64);
+    }
+    fn write_u64(&mut self, v: u64) {
+        self.0 = (self.0.rotate_left(5) ^ v).wrapping_mul(0x51_7c_c1_b7_27_22_0a_95);
+    }
+}
+
 /// One open IA.
 pub struct IaState {
     /// The IA.
@@ -109,13 +145,16 @@ pub struct IaState {
     pub vendor_attr: NamedAttrs,
     /// `provider_specific_attr` (with `DAT_IB_RDMA_READ`).
     pub provider_attr: NamedAttrs,
-    ids: Mutex<HashMap<(Kind, u32), usize>>,
+    ids: Mutex<HashMap<(Kind, u32), usize, IdHash>>,
     raw: OnceLock<usize>,
 }
 
 impl IaState {
     /// Wraps an open IA and creates its handle.
-    pub fn create(ia: dat::Ia, provider: TablePtr, key: Key) -> Arc<Node> {
+    ///
+    /// # Errors
+    /// `DAT_INSUFFICIENT_RESOURCES` when the handle table is full.
+    pub fn create(ia: dat::Ia, provider: TablePtr, key: Key) -> DatResult<Arc<Node>> {
         let mut specific = Vec::new();
         let pattr = ia.provider_attr();
         specific.push(dat::types::NamedAttr::new(
@@ -146,23 +185,26 @@ impl IaState {
             ia,
             provider,
             key,
-            ids: Mutex::new(HashMap::new()),
+            ids: Mutex::new(HashMap::default()),
             raw: OnceLock::new(),
         });
-        let node = handle::insert(Kind::Ia, Obj::Ia(state.clone()), state.clone(), provider.0);
+        let node = handle::insert(Kind::Ia, Obj::Ia(state.clone()), state.clone(), provider.0)?;
         let _ = state.raw.set(node.addr);
-        node
+        Ok(node)
     }
 
-    fn ids(&self) -> std::sync::MutexGuard<'_, HashMap<(Kind, u32), usize>> {
+    fn ids(&self) -> std::sync::MutexGuard<'_, HashMap<(Kind, u32), usize, IdHash>> {
         self.ids.lock().unwrap_or_else(|p| p.into_inner())
     }
 
     /// Creates a handle for a child object with id `id` and records it.
-    pub fn adopt(self: &Arc<Self>, kind: Kind, id: u32, obj: Obj) -> Arc<Node> {
-        let node = handle::insert(kind, obj, self.clone(), self.provider.0);
+    ///
+    /// # Errors
+    /// `DAT_INSUFFICIENT_RESOURCES` when the handle table is full.
+    pub fn adopt(self: &Arc<Self>, kind: Kind, id: u32, obj: Obj) -> DatResult<Arc<Node>> {
+        let node = handle::insert(kind, obj, self.clone(), self.provider.0)?;
         self.ids().insert((kind, id), node.addr);
-        node
+        Ok(node)
     }
 
     /// Frees a child's handle.
@@ -190,7 +232,9 @@ impl IaState {
             return h;
         }
         match self.ia.ep(id) {
-            Some(ep) => self.adopt(Kind::Ep, id.0, Obj::Ep(ep)).handle(),
+            Some(ep) => self
+                .adopt(Kind::Ep, id.0, Obj::Ep(ep))
+                .map_or(std::ptr::null_mut(), |n| n.handle()),
             None => std::ptr::null_mut(),
         }
     }
@@ -202,7 +246,9 @@ impl IaState {
             return h;
         }
         match self.ia.cr(id) {
-            Some(cr) => self.adopt(Kind::Cr, id.0, Obj::Cr(cr)).handle(),
+            Some(cr) => self
+                .adopt(Kind::Cr, id.0, Obj::Cr(cr))
+                .map_or(std::ptr::null_mut(), |n| n.handle()),
             None => std::ptr::null_mut(),
         }
     }

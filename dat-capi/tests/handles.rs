@@ -292,3 +292,126 @@ fn srq_low_watermark_reaches_the_async_evd() {
         assert_eq!((t.ia_close_func)(ia, 0), 0);
     }
 }
+
+/// Addresses inside the handle table that are not live handles of the expected kind: inside a
+/// slot, beyond the slots handed out (memory never touched), before the table, freed slots,
+/// and live handles of another kind.
+#[test]
+fn addresses_inside_the_handle_table_are_checked() {
+    let t = table();
+    let (ia, _) = open(t);
+    // SAFETY: the handles come from the calls above; the other addresses are what is being
+    // checked and must never be dereferenced by the library.
+    unsafe {
+        let mut pz: DatHandle = null_mut();
+        assert_eq!((t.pz_create_func)(ia, &mut pz), 0);
+        let mut evd: DatHandle = null_mut();
+        assert_eq!((t.evd_create_func)(ia, 8, null_mut(), 0x20, &mut evd), 0);
+        let mut ep: DatHandle = null_mut();
+        assert_eq!(
+            (t.ep_create_func)(ia, pz, evd, evd, null_mut(), null(), &mut ep),
+            0
+        );
+        let at = |h: DatHandle, off: isize| h.cast::<u8>().wrapping_offset(off).cast::<c_void>();
+        for h in [
+            at(pz, 8),
+            at(pz, 16),
+            at(ep, 32),
+            at(ep, 64 << 20),
+            at(ep, 255 << 20),
+            at(ia, -64),
+            at(ia, -(64 << 20)),
+        ] {
+            assert_eq!((t.pz_free_func)(h), bad(PZ), "{h:?}");
+            assert_eq!((t.ep_free_func)(h), bad(EP), "{h:?}");
+            assert_eq!((t.ia_close_func)(h, 0), bad(IA), "{h:?}");
+            let mut ty = 99u32;
+            assert_eq!((t.get_handle_type_func)(h, &mut ty), bad(27));
+        }
+        // Live handles of another kind.
+        assert_eq!((t.pz_free_func)(ep), bad(PZ));
+        assert_eq!((t.ep_free_func)(pz), bad(EP));
+        assert_eq!(
+            (t.ep_post_send_func)(evd, 0, null_mut(), DatContext { as_64: 0 }, 0),
+            bad(EP)
+        );
+        // A freed handle: poisoned, its provider word still readable by libdat2, rejected.
+        let provider = *ep.cast::<*const DatProvider>();
+        assert_eq!((t.ep_free_func)(ep), 0);
+        assert_eq!(*ep.cast::<*const DatProvider>(), provider);
+        assert_eq!(*ep.cast::<u32>().add(2), dat_capi::handle::POISON);
+        assert_eq!((t.ep_free_func)(ep), bad(EP));
+        assert_eq!(
+            (t.ep_post_send_func)(ep, 0, null_mut(), DatContext { as_64: 0 }, 0),
+            bad(EP)
+        );
+        let mut st = 0u32;
+        assert_eq!(
+            (t.ep_get_status_func)(ep, &mut st, null_mut(), null_mut()),
+            bad(EP)
+        );
+        assert_eq!((t.evd_free_func)(evd), 0);
+        assert_eq!((t.pz_free_func)(pz), 0);
+        assert_eq!((t.pz_free_func)(pz), bad(PZ));
+        assert_eq!((t.ia_close_func)(ia, 0), 0);
+        assert_eq!((t.pz_create_func)(ia, &mut pz), bad(IA));
+    }
+}
+
+/// A handle freed while another thread keeps using it: every call gives success or
+/// `DAT_INVALID_HANDLE|EP`, never a crash, and once the free returned only the error.
+#[test]
+fn a_handle_freed_under_a_concurrent_user() {
+    let t = table();
+    let (ia, _) = open(t);
+    let mut pz: DatHandle = null_mut();
+    let mut ep: DatHandle = null_mut();
+    // SAFETY: valid handles and OUT pointers.
+    unsafe {
+        assert_eq!((t.pz_create_func)(ia, &mut pz), 0);
+        assert_eq!(
+            (t.ep_create_func)(ia, pz, null_mut(), null_mut(), null_mut(), null(), &mut ep),
+            0
+        );
+    }
+    let freed = std::sync::atomic::AtomicBool::new(false);
+    let h = ep as usize;
+    std::thread::scope(|s| {
+        let user = s.spawn(|| {
+            let (mut ok, mut bad_after) = (0u32, 0u32);
+            loop {
+                let done = freed.load(std::sync::atomic::Ordering::Acquire);
+                let mut st = 0u32;
+                // SAFETY: a valid OUT pointer; the handle may be freed meanwhile (the point).
+                let rc = unsafe {
+                    (t.ep_get_status_func)(h as DatHandle, &mut st, null_mut(), null_mut())
+                };
+                match rc {
+                    0 => {
+                        assert!(!done, "a freed handle answered");
+                        ok += 1;
+                    }
+                    rc => {
+                        assert_eq!(rc, bad(EP));
+                        if done {
+                            bad_after += 1;
+                            if bad_after > 100 {
+                                return ok;
+                            }
+                        }
+                    }
+                }
+            }
+        });
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        // SAFETY: a live handle.
+        assert_eq!(unsafe { (t.ep_free_func)(h as DatHandle) }, 0);
+        freed.store(true, std::sync::atomic::Ordering::Release);
+        assert!(user.join().unwrap() > 0);
+    });
+    // SAFETY: live handles.
+    unsafe {
+        assert_eq!((t.pz_free_func)(pz), 0);
+        assert_eq!((t.ia_close_func)(ia, 0), 0);
+    }
+}

@@ -38,7 +38,7 @@ pub(crate) unsafe extern "C" fn psp_create(
             return Err(arg(5));
         }
         let sp = s.ia.create_psp(ConnQual(conn_qual), &e, f)?;
-        let n = s.adopt(Kind::Psp, sp.id().0, Obj::Psp(sp));
+        let n = s.adopt(Kind::Psp, sp.id().0, Obj::Psp(sp))?;
         // SAFETY: checked non-NULL consumer OUT pointer.
         unsafe { put(psp, n.handle()) };
         Ok(())
@@ -64,7 +64,7 @@ pub(crate) unsafe extern "C" fn psp_create_any(
         }
         let sp = s.ia.create_psp_any(&e, f)?;
         let q = sp.conn_qual().0;
-        let n = s.adopt(Kind::Psp, sp.id().0, Obj::Psp(sp));
+        let n = s.adopt(Kind::Psp, sp.id().0, Obj::Psp(sp))?;
         // SAFETY: checked non-NULL consumer OUT pointers.
         unsafe {
             put(conn_qual, q);
@@ -117,7 +117,7 @@ pub(crate) unsafe extern "C" fn rsp_create(
             return Err(arg(5));
         }
         let sp = s.ia.create_rsp(ConnQual(conn_qual), &e, &cr_evd)?;
-        let n = s.adopt(Kind::Rsp, sp.id().0, Obj::Rsp(sp));
+        let n = s.adopt(Kind::Rsp, sp.id().0, Obj::Rsp(sp))?;
         // SAFETY: checked non-NULL consumer OUT pointer.
         unsafe { put(rsp, n.handle()) };
         Ok(())

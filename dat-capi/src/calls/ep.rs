@@ -1,7 +1,9 @@
 //! Endpoint slots: 26-37, 55, 60-62.
 
 use dat::types::{CloseFlags, Cookie, DtoOp, Timeout};
-use dat::{ConnectFlags, DatError, EpModify, EpParams, ErrorType, Subtype};
+use std::sync::atomic::Ordering;
+
+use dat::{ConnectFlags, DatError, DatResult, EpModify, EpParams, ErrorType, Subtype};
 
 use crate::abi::{
     DatBoolean, DatContext, DatCount, DatEpAttr, DatEpParam, DatHandle, DatIaAddressPtr,
@@ -10,7 +12,7 @@ use crate::abi::{
 use crate::calls::convert::{completion_flags, ep_attr_from_c, ep_attr_to_c, qos};
 use crate::calls::{ep_of, ia_of, opt_evd, opt_node, pz_of, srq_of};
 use crate::ffi::{arg, boolean, guard, private_data, put, put_req, triplets};
-use crate::handle::{self, Kind, Obj};
+use crate::handle::{self, Kind, Node, Obj};
 use crate::state::{sockaddr_from, sockaddr_to};
 
 const RECV: usize = 0;
@@ -18,17 +20,14 @@ const REQUEST: usize = 1;
 
 /// Counts a completion against the EP's outstanding posts (for `dat_ep_get_status`).
 pub(crate) fn completed(ep: DatHandle, op: DtoOp) {
-    if let Ok(n) = handle::get(
-        ep,
-        &[Kind::Ep],
-        DatError::invalid_handle(Subtype::NoSubtype),
-    ) {
+    if let Ok(n) = handle::get(ep, Kind::Ep, DatError::invalid_handle(Subtype::NoSubtype)) {
         let q = match op {
             DtoOp::Receive | DtoOp::ReceiveWithInvalidate => RECV,
             _ => REQUEST,
         };
-        let mut x = n.extra();
-        x.outstanding[q] = x.outstanding[q].saturating_sub(1);
+        // Saturating: a reset between the post and its completion zeroes the count.
+        let _ = n.outstanding[q]
+            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |v| v.checked_sub(1));
     }
 }
 
@@ -73,7 +72,7 @@ fn create(
         srq: srq.as_ref(),
         attr: attr.as_ref(),
     })?;
-    let n = s.adopt(Kind::Ep, e.id().0, Obj::Ep(e));
+    let n = s.adopt(Kind::Ep, e.id().0, Obj::Ep(e))?;
     // SAFETY: checked non-NULL consumer OUT pointer.
     unsafe { put(ep, n.handle()) };
     Ok(())
@@ -325,14 +324,20 @@ pub(crate) unsafe extern "C" fn ep_disconnect(ep: DatHandle, flags: u32) -> DatR
     })
 }
 
-fn count_post(ep: DatHandle, q: usize) {
-    if let Ok(n) = handle::get(
-        ep,
-        &[Kind::Ep],
-        DatError::invalid_handle(Subtype::NoSubtype),
-    ) {
-        n.extra().outstanding[q] += 1;
-    }
+/// Runs a DTO call on the EP behind a handle, borrowed under its slot's read lock (nothing
+/// cloned, no reference count).
+#[inline]
+fn with_ep<R>(ep: DatHandle, f: impl FnOnce(&Node, &dat::Ep) -> DatResult<R>) -> DatResult<R> {
+    let bad = DatError::invalid_handle(Subtype::InvalidHandleEp);
+    handle::with(ep, Kind::Ep, bad, |n| match &n.obj {
+        Obj::Ep(e) => f(n, e),
+        _ => Err(bad),
+    })
+}
+
+/// Counts a successful post on queue `q` of `n`.
+fn count_post(n: &Node, q: usize) {
+    n.outstanding[q].fetch_add(1, Ordering::Relaxed);
 }
 
 pub(crate) unsafe extern "C" fn ep_post_send(
@@ -343,13 +348,14 @@ pub(crate) unsafe extern "C" fn ep_post_send(
     flags: u32,
 ) -> DatReturn {
     guard("ep_post_send", || {
-        let (_, e) = ep_of(ep)?;
-        // SAFETY: the consumer's IOV of `num_segments` triplets.
-        let iov = unsafe { triplets(num_segments, local_iov, 2)? };
-        let f = completion_flags(flags, 5)?;
-        e.post_send(&iov, Cookie(cookie.value()), f)?;
-        count_post(ep, REQUEST);
-        Ok(())
+        with_ep(ep, |n, e| {
+            // SAFETY: the consumer's IOV of `num_segments` triplets, read during this call only.
+            let iov = unsafe { triplets(num_segments, local_iov, 2)? };
+            let f = completion_flags(flags, 5)?;
+            e.post_send(iov, Cookie(cookie.value()), f)?;
+            count_post(n, REQUEST);
+            Ok(())
+        })
     })
 }
 
@@ -361,13 +367,14 @@ pub(crate) unsafe extern "C" fn ep_post_recv(
     flags: u32,
 ) -> DatReturn {
     guard("ep_post_recv", || {
-        let (_, e) = ep_of(ep)?;
-        // SAFETY: the consumer's IOV of `num_segments` triplets.
-        let iov = unsafe { triplets(num_segments, local_iov, 2)? };
-        let f = completion_flags(flags, 5)?;
-        e.post_recv(&iov, Cookie(cookie.value()), f)?;
-        count_post(ep, RECV);
-        Ok(())
+        with_ep(ep, |n, e| {
+            // SAFETY: the consumer's IOV of `num_segments` triplets, read during this call only.
+            let iov = unsafe { triplets(num_segments, local_iov, 2)? };
+            let f = completion_flags(flags, 5)?;
+            e.post_recv(iov, Cookie(cookie.value()), f)?;
+            count_post(n, RECV);
+            Ok(())
+        })
     })
 }
 
@@ -380,23 +387,24 @@ fn rdma(
     flags: u32,
     write: bool,
 ) -> Result<(), DatError> {
-    let (_, e) = ep_of(ep)?;
-    // SAFETY: the consumer's IOV of `num_segments` triplets.
-    let iov = unsafe { triplets(num_segments, local_iov, 2)? };
-    if remote_iov.is_null() {
-        return Err(arg(5));
-    }
-    // SAFETY: non-NULL consumer remote triplet.
-    let remote = unsafe { *remote_iov };
-    let f = completion_flags(flags, 6)?;
-    let c = Cookie(cookie.value());
-    if write {
-        e.post_rdma_write(&iov, c, remote, f)?;
-    } else {
-        e.post_rdma_read(&iov, c, remote, f)?;
-    }
-    count_post(ep, REQUEST);
-    Ok(())
+    with_ep(ep, |n, e| {
+        // SAFETY: the consumer's IOV of `num_segments` triplets, read during this call only.
+        let iov = unsafe { triplets(num_segments, local_iov, 2)? };
+        if remote_iov.is_null() {
+            return Err(arg(5));
+        }
+        // SAFETY: non-NULL consumer remote triplet.
+        let remote = unsafe { *remote_iov };
+        let f = completion_flags(flags, 6)?;
+        let c = Cookie(cookie.value());
+        if write {
+            e.post_rdma_write(iov, c, remote, f)?;
+        } else {
+            e.post_rdma_read(iov, c, remote, f)?;
+        }
+        count_post(n, REQUEST);
+        Ok(())
+    })
 }
 
 pub(crate) unsafe extern "C" fn ep_post_rdma_read(
@@ -442,12 +450,12 @@ pub(crate) unsafe extern "C" fn ep_get_status(
     guard("ep_get_status", || {
         let (n, e) = ep_of(ep)?;
         let st = e.state()?;
-        let out = n.extra().outstanding;
+        let idle = |q: usize| boolean(n.outstanding[q].load(Ordering::Relaxed) == 0);
         // SAFETY: consumer OUT pointers (state required, the idle flags optional).
         unsafe {
             put_req(state, st as u32, 2)?;
-            put(recv_idle, boolean(out[RECV] == 0));
-            put(request_idle, boolean(out[REQUEST] == 0));
+            put(recv_idle, idle(RECV));
+            put(request_idle, idle(REQUEST));
         }
         Ok(())
     })
@@ -466,9 +474,10 @@ pub(crate) unsafe extern "C" fn ep_reset(ep: DatHandle) -> DatReturn {
     guard("ep_reset", || {
         let (n, e) = ep_of(ep)?;
         e.reset()?;
-        let mut x = n.extra();
-        x.private_data.clear();
-        x.outstanding = [0, 0];
+        n.extra().private_data.clear();
+        for q in &n.outstanding {
+            q.store(0, Ordering::Relaxed);
+        }
         Ok(())
     })
 }

@@ -1,7 +1,7 @@
 //! EVD and CNO slots: 7-11, 16-25, 56-57.
 
-use dat::DatError;
 use dat::types::{EvdFlags, Timeout};
+use dat::{DatError, Subtype};
 
 use crate::abi::{
     DatCnoParam, DatCnoProxy, DatCount, DatEvdParam, DatEvent, DatHandle, DatOsWaitProxyAgent,
@@ -10,7 +10,7 @@ use crate::abi::{
 use crate::calls::convert::event_to_c;
 use crate::calls::{cno_of, evd_of, ia_of};
 use crate::ffi::{arg, guard, put, put_req};
-use crate::handle::{Kind, Obj};
+use crate::handle::{self, Kind, Obj};
 
 /// `DAT_SOFTWARE_EVENT`.
 const DAT_SOFTWARE_EVENT: u32 = 0x10001;
@@ -38,7 +38,7 @@ pub(crate) unsafe extern "C" fn evd_create(
         }
         let e = s.ia.create_evd(min_qlen, flags, cno.as_ref())?;
         let id = e.id().0;
-        let n = s.adopt(Kind::Evd, id, Obj::Evd(e));
+        let n = s.adopt(Kind::Evd, id, Obj::Evd(e))?;
         // SAFETY: checked non-NULL; consumer OUT pointer.
         unsafe { put(evd, n.handle()) };
         Ok(())
@@ -147,17 +147,23 @@ pub(crate) unsafe extern "C" fn evd_post_se(evd: DatHandle, event: *const DatEve
 
 pub(crate) unsafe extern "C" fn evd_dequeue(evd: DatHandle, event: *mut DatEvent) -> DatReturn {
     guard("evd_dequeue", || {
-        let (n, e) = evd_of(evd)?;
-        if event.is_null() {
-            return Err(arg(2));
-        }
-        // An empty queue returns DatError::QUEUE_EMPTY, the bare 0x000D0000 `dtest -p`
-        // compares against.
-        let ev = e.dequeue()?;
-        let c = event_to_c(&ev, n.handle(), &n.ia);
-        // SAFETY: checked non-NULL consumer OUT pointer.
-        unsafe { put(event, c) };
-        Ok(())
+        // Borrowed under the slot's read lock: a polling consumer calls this in a loop.
+        let bad = DatError::invalid_handle(Subtype::InvalidHandleEvdRequest);
+        handle::with(evd, Kind::Evd, bad, |n| {
+            let Obj::Evd(e) = &n.obj else {
+                return Err(bad);
+            };
+            if event.is_null() {
+                return Err(arg(2));
+            }
+            // An empty queue returns DatError::QUEUE_EMPTY, the bare 0x000D0000 `dtest -p`
+            // compares against.
+            let ev = e.dequeue()?;
+            let c = event_to_c(&ev, n.handle(), &n.ia);
+            // SAFETY: checked non-NULL consumer OUT pointer.
+            unsafe { put(event, c) };
+            Ok(())
+        })
     })
 }
 
@@ -188,7 +194,7 @@ pub(crate) unsafe extern "C" fn cno_create(
             return Err(arg(3));
         }
         let c = s.ia.create_cno()?;
-        let n = s.adopt(Kind::Cno, c.id().0, Obj::Cno(c));
+        let n = s.adopt(Kind::Cno, c.id().0, Obj::Cno(c))?;
         n.extra().agent = agent_words(&agent);
         // SAFETY: checked non-NULL consumer OUT pointer.
         unsafe { put(cno, n.handle()) };

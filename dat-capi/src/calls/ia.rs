@@ -76,12 +76,20 @@ pub(crate) unsafe extern "C" fn ia_open(
                 tracing::error!(name, ia = ia_name, error = %e, "IA open failed");
                 e.code()
             })?;
-        let node = crate::registry::ia_node(opened, table, key);
+        let node = crate::registry::ia_node(opened, table, key)?;
         let Obj::Ia(state) = &node.obj else {
             return Err(DatError::new(ErrorType::InternalError, Subtype::NoSubtype));
         };
         let aevd = state.ia.async_evd();
-        let evd_node = state.adopt(Kind::Evd, aevd.id().0, Obj::Evd(aevd));
+        let evd_node = match state.adopt(Kind::Evd, aevd.id().0, Obj::Evd(aevd)) {
+            Ok(n) => n,
+            Err(e) => {
+                // The handle table is full: undo the open.
+                let _ = state.ia.close(CloseFlags::Abrupt);
+                handle::remove_ia(state);
+                return Err(e);
+            }
+        };
         if given == 0 {
             // SAFETY: NULL or the consumer's INOUT pointer.
             unsafe { put(async_evd, evd_node.handle()) };

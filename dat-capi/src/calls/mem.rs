@@ -48,7 +48,7 @@ pub(crate) unsafe extern "C" fn pz_create(ia: DatHandle, pz: *mut DatHandle) -> 
             return Err(arg(2));
         }
         let p = s.ia.create_pz()?;
-        let n = s.adopt(Kind::Pz, p.id().0, Obj::Pz(p));
+        let n = s.adopt(Kind::Pz, p.id().0, Obj::Pz(p))?;
         // SAFETY: checked non-NULL consumer OUT pointer.
         unsafe { put(pz, n.handle()) };
         Ok(())
@@ -147,7 +147,7 @@ pub(crate) unsafe extern "C" fn lmr_create(
             l.len(),
             l.address(),
         );
-        let n = s.adopt(Kind::Lmr, l.id().0, Obj::Lmr(l, origin));
+        let n = s.adopt(Kind::Lmr, l.id().0, Obj::Lmr(l, origin))?;
         // SAFETY: consumer OUT pointers (lmr checked non-NULL, the others may be NULL).
         unsafe {
             put(lmr, n.handle());
@@ -229,7 +229,7 @@ pub(crate) unsafe extern "C" fn rmr_create(pz: DatHandle, rmr: *mut DatHandle) -
             return Err(arg(2));
         }
         let r = p.create_rmr()?;
-        let rn = n.ia.adopt(Kind::Rmr, r.id().0, Obj::Rmr(r));
+        let rn = n.ia.adopt(Kind::Rmr, r.id().0, Obj::Rmr(r))?;
         // SAFETY: checked non-NULL consumer OUT pointer.
         unsafe { put(rmr, rn.handle()) };
         Ok(())

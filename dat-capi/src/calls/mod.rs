@@ -25,7 +25,7 @@ use crate::state::IaState;
 pub(crate) fn ia_of(h: DatHandle) -> DatResult<Arc<IaState>> {
     let n = handle::get(
         h,
-        &[Kind::Ia],
+        Kind::Ia,
         DatError::invalid_handle(Subtype::InvalidHandleIa),
     )?;
     match &n.obj {
@@ -36,7 +36,7 @@ pub(crate) fn ia_of(h: DatHandle) -> DatResult<Arc<IaState>> {
 
 /// A live node of `kind`, else `DAT_INVALID_HANDLE|sub`.
 pub(crate) fn node(h: DatHandle, kind: Kind, sub: Subtype) -> DatResult<Arc<Node>> {
-    handle::get(h, &[kind], DatError::invalid_handle(sub))
+    handle::get(h, kind, DatError::invalid_handle(sub))
 }
 
 /// Like [`node`], but NULL is allowed (`None`).

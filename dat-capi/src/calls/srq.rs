@@ -39,7 +39,7 @@ pub(crate) unsafe extern "C" fn srq_create(
             return Err(arg(4));
         }
         let q = s.ia.create_srq(&p, a)?;
-        let n = s.adopt(Kind::Srq, q.id().0, Obj::Srq(q));
+        let n = s.adopt(Kind::Srq, q.id().0, Obj::Srq(q))?;
         // SAFETY: checked non-NULL consumer OUT pointer.
         unsafe { put(srq, n.handle()) };
         Ok(())
@@ -65,7 +65,7 @@ pub(crate) unsafe extern "C" fn srq_post_recv(
         let (_, q) = srq_of(srq)?;
         // SAFETY: the consumer's IOV of `num_segments` triplets.
         let iov = unsafe { triplets(num_segments, local_iov, 2)? };
-        q.post_recv(&iov, Cookie(cookie.value()))
+        q.post_recv(iov, Cookie(cookie.value()))
     })
 }
 

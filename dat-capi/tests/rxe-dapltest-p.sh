@@ -1,0 +1,81 @@
+#!/usr/bin/env bash
+# `dapltest -T P` (RW 2 B, one segment, polling) on Soft-RoCE in one VM run of ../shared/rxe-vm:
+# OFA dapl's `ofa-v2-rxe` beside ours (the stock libdat2 loading each given libdat_capi.so on IA
+# `rxe0`), many short rounds whose order rotates, then the median of each (operations per
+# second, higher is better). Only dapltest runs, so a round takes a few seconds and a noisy host
+# disturbs fewer of them than in dat-provider-verbs/tests/rxe-lat.sh (which measures datperf
+# and perftest too). Emulation makes the absolute figures meaningless: compare one run only.
+#
+#   dat-capi/tests/rxe-dapltest-p.sh before=DIR after=DIR   # each DIR holds a libdat_capi.so
+#       # (cargo build --release -p dat-capi --features dat/verbs), inside the checkout
+#
+# Server on vCPU 0, client on vCPU 1 (taskset). Environment: RXE_VM, RXE_P_ROUNDS (default 15),
+# RXE_P_ITERS (operations per figure, default 2000). Logs and results: target/rxe-dapltest-p/.
+set -euo pipefail
+
+if [ "${1:-}" = --guest ]; then
+    shift
+    out=$1 rounds=$2 iters=$3
+    shift 3
+    res="$out/results.txt"
+    : >"$res"
+    export DAT_CONF=$PWD/dat-provider-verbs/tests/rxe.toml
+    run() { # label ia round [DAT_OVERRIDE]
+        local l=$1 ia=$2 r=$3 conf=${4:-} v
+        (
+            [ -n "$conf" ] && export DAT_OVERRIDE=$conf
+            taskset -c 0 timeout 120 dapltest -T S -D "$ia" >"$out/$l-srv-$r.log" 2>&1 &
+            s=$!
+            sleep 1
+            taskset -c 1 timeout 120 dapltest -T P -s "$RXE_IP" -D "$ia" -i "$iters" -p 1 -m p \
+                RW 2 1 >"$out/$l-$r.log" 2>&1 || echo "dapltest $l failed (round $r)" >&2
+            timeout 30 dapltest -T Q -s "$RXE_IP" -D "$ia" >/dev/null 2>&1 || true
+            wait $s || true
+        )
+        v=$(grep -a 'Operation Throughput' "$out/$l-$r.log" | grep -oE '[0-9]+(\.[0-9]+)?' | head -n 1 || true)
+        # A failed round (e.g. a connection refused under load) counts for no label.
+        if [ -n "$v" ]; then echo "$l $v" >>"$res"; fi
+    }
+    runs=("ofa=")
+    for pair in "$@"; do
+        l=${pair%%=*} d=${pair#*=}
+        printf 'rs-verbs u2.0 nonthreadsafe default %s dat.2.0 "rxe0" ""\n' "$d/libdat_capi.so" \
+            >"$out/$l-dat.conf"
+        runs+=("$l=$out/$l-dat.conf")
+    done
+    n=${#runs[@]}
+    for r in $(seq "$rounds"); do
+        for i in $(seq 0 $((n - 1))); do
+            e=${runs[$(((i + r) % n))]}
+            l=${e%%=*} conf=${e#*=}
+            if [ "$l" = ofa ]; then run ofa ofa-v2-rxe "$r"; else run "$l" rs-verbs "$r" "$conf"; fi
+        done
+    done
+    # The best round is printed too: on a loaded host it is the least disturbed one.
+    echo "dapltest -T P RW 2 B, $rounds rounds of $iters operations (ops/s): median, best (all)"
+    awk '{ v[$1] = v[$1] " " $2 } END { for (k in v) print k, v[k] }' "$res" | sort \
+        | while read -r l vals; do
+            med=$(printf '%s\n' $vals | sort -g | awk '{ a[NR] = $1 } END { print (NR % 2) ? a[(NR + 1) / 2] : (a[NR / 2] + a[NR / 2 + 1]) / 2 }')
+            best=$(printf '%s\n' $vals | sort -g | tail -n 1)
+            printf '  %-8s %10s %10s   (%s)\n' "$l" "$med" "$best" "$(echo $vals)"
+        done
+    exit 0
+fi
+
+root=$(cd "$(dirname "$0")/../.." && pwd)
+cd "$root"
+vm=${RXE_VM:-$root/../shared/rxe-vm/rxe-vm}
+[ -x "$vm" ] || vm=/work/shared/rxe-vm/rxe-vm
+[ -x "$vm" ] || { echo "rxe-dapltest-p: no rxe-vm (set RXE_VM)" >&2; exit 125; }
+out="$root/target/rxe-dapltest-p"
+mkdir -p "$out"
+pairs=()
+for a in "$@"; do
+    d=$(cd "${a#*=}" && pwd)
+    [ -f "$d/libdat_capi.so" ] || { echo "rxe-dapltest-p: no $d/libdat_capi.so" >&2; exit 2; }
+    case $d in "$root"/*) ;; *) echo "rxe-dapltest-p: $d is outside $root" >&2; exit 2 ;; esac
+    pairs+=("${a%%=*}=$d")
+done
+exec "$vm" --timeout 1800 --env RUST_LOG="${RUST_LOG:-warn}" \
+    -- "$root/dat-capi/tests/rxe-dapltest-p.sh" --guest "$out" \
+    "${RXE_P_ROUNDS:-15}" "${RXE_P_ITERS:-2000}" "${pairs[@]}"
