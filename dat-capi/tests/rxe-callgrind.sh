@@ -15,6 +15,8 @@
 # RXE_VM (the rxe-vm script), RXE_CG_ITERS (operations, default 2000). Output:
 # target/rxe-callgrind/.
 set -euo pipefail
+# shellcheck source=../../scripts/rxe-bench-lib.sh
+. "$(dirname "$0")/../../scripts/rxe-bench-lib.sh"
 
 if [ "${1:-}" = --guest ]; then
     shift
@@ -46,9 +48,7 @@ fi
 
 root=$(cd "$(dirname "$0")/../.." && pwd)
 cd "$root"
-vm=${RXE_VM:-$root/../shared/rxe-vm/rxe-vm}
-[ -x "$vm" ] || vm=/work/shared/rxe-vm/rxe-vm
-[ -x "$vm" ] || { echo "rxe-callgrind: no rxe-vm (set RXE_VM)" >&2; exit 125; }
+vm=$(rxe_vm rxe-callgrind)
 [ -x /usr/bin/valgrind.bin ] && [ -d /usr/libexec/valgrind ] \
     || { echo "rxe-callgrind: needs the host's valgrind (apt-get install valgrind)" >&2; exit 2; }
 out="$root/target/rxe-callgrind"

@@ -12,6 +12,8 @@
 # Server on vCPU 0, client on vCPU 1 (taskset). Environment: RXE_VM, RXE_P_ROUNDS (default 15),
 # RXE_P_ITERS (operations per figure, default 2000). Logs and results: target/rxe-dapltest-p/.
 set -euo pipefail
+# shellcheck source=../../scripts/rxe-bench-lib.sh
+. "$(dirname "$0")/../../scripts/rxe-bench-lib.sh"
 
 if [ "${1:-}" = --guest ]; then
     shift
@@ -55,7 +57,7 @@ if [ "${1:-}" = --guest ]; then
     echo "dapltest -T P RW 2 B, $rounds rounds of $iters operations (ops/s): median, best (all)"
     awk '{ v[$1] = v[$1] " " $2 } END { for (k in v) print k, v[k] }' "$res" | sort \
         | while read -r l vals; do
-            med=$(printf '%s\n' $vals | sort -g | awk '{ a[NR] = $1 } END { print (NR % 2) ? a[(NR + 1) / 2] : (a[NR / 2] + a[NR / 2 + 1]) / 2 }')
+            med=$(median $vals)
             best=$(printf '%s\n' $vals | sort -g | tail -n 1)
             printf '  %-8s %10s %10s   (%s)\n' "$l" "$med" "$best" "$(echo $vals)"
         done
@@ -64,9 +66,7 @@ fi
 
 root=$(cd "$(dirname "$0")/../.." && pwd)
 cd "$root"
-vm=${RXE_VM:-$root/../shared/rxe-vm/rxe-vm}
-[ -x "$vm" ] || vm=/work/shared/rxe-vm/rxe-vm
-[ -x "$vm" ] || { echo "rxe-dapltest-p: no rxe-vm (set RXE_VM)" >&2; exit 125; }
+vm=$(rxe_vm rxe-dapltest-p)
 out="$root/target/rxe-dapltest-p"
 mkdir -p "$out"
 pairs=()

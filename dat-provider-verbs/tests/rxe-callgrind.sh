@@ -15,6 +15,8 @@
 # rxe-vm script), RXE_CG_ITERS (round trips per test, default 400). Output:
 # target/rxe-callgrind-verbs/.
 set -euo pipefail
+# shellcheck source=../../scripts/rxe-bench-lib.sh
+. "$(dirname "$0")/../../scripts/rxe-bench-lib.sh"
 
 if [ "${1:-}" = --guest ]; then
     shift
@@ -37,9 +39,7 @@ fi
 
 root=$(cd "$(dirname "$0")/../.." && pwd)
 cd "$root"
-vm=${RXE_VM:-$root/../shared/rxe-vm/rxe-vm}
-[ -x "$vm" ] || vm=/work/shared/rxe-vm/rxe-vm
-[ -x "$vm" ] || { echo "rxe-callgrind: no rxe-vm (set RXE_VM)" >&2; exit 125; }
+vm=$(rxe_vm rxe-callgrind)
 command -v valgrind >/dev/null && [ -d /usr/libexec/valgrind ] \
     || { echo "rxe-callgrind: needs the host's valgrind (apt-get install valgrind)" >&2; exit 2; }
 out="$root/target/rxe-callgrind-verbs"

@@ -17,6 +17,8 @@
 # Environment: RXE_VM (the rxe-vm script), RXE_LAT_ROUNDS (default 3), RXE_LAT_ITERS (round
 # trips per figure, default 2000). Raw logs and the results go to target/rxe-lat/.
 set -euo pipefail
+# shellcheck source=../../scripts/rxe-bench-lib.sh
+. "$(dirname "$0")/../../scripts/rxe-bench-lib.sh"
 
 if [ "${1:-}" = --guest ]; then
     shift
@@ -92,7 +94,7 @@ if [ "${1:-}" = --guest ]; then
     echo "median of $rounds rounds, $iters round trips each (latency in us, dapltest in ops/s):"
     awk '{ k = $1 " " $2; v[k] = v[k] " " $3 } END { for (k in v) print k, v[k] }' "$res" \
         | sort | while read -r l m vals; do
-            med=$(printf '%s\n' $vals | sort -g | awk '{ a[NR] = $1 } END { print (NR % 2) ? a[(NR + 1) / 2] : (a[NR / 2] + a[NR / 2 + 1]) / 2 }')
+            med=$(median $vals)
             printf '  %-8s %-26s %10s   (%s)\n' "$l" "$m" "$med" "$(echo $vals)"
         done
     exit 0
@@ -100,9 +102,7 @@ fi
 
 root=$(cd "$(dirname "$0")/../.." && pwd)
 cd "$root"
-vm=${RXE_VM:-$root/../shared/rxe-vm/rxe-vm}
-[ -x "$vm" ] || vm=/work/shared/rxe-vm/rxe-vm
-[ -x "$vm" ] || { echo "rxe-lat: no rxe-vm (set RXE_VM)" >&2; exit 125; }
+vm=$(rxe_vm rxe-lat)
 out="$root/target/rxe-lat"
 mkdir -p "$out"
 pairs=()
