@@ -18,3 +18,21 @@ median() {
     printf '%s\n' "$@" | sort -g \
         | awk '{ a[NR] = $1 } END { print (NR % 2) ? a[(NR + 1) / 2] : (a[NR / 2] + a[NR / 2 + 1]) / 2 }'
 }
+
+# rxe_dapltest_p LOG IA ITERS [DAT_OVERRIDE] (inside the guest): `dapltest -T P` RW 2 B, one
+# segment, polling, on IA, server on vCPU 0 and client on vCPU 1 (as perftest is run); logs to
+# LOG.log and LOG.srv.log. Prints the operations per second, nothing if the run failed.
+rxe_dapltest_p() {
+    local log=$1 ia=$2 iters=$3 conf=${4:-}
+    (
+        [ -n "$conf" ] && export DAT_OVERRIDE=$conf
+        taskset -c 0 timeout 120 dapltest -T S -D "$ia" >"$log.srv.log" 2>&1 &
+        s=$!
+        sleep 2
+        taskset -c 1 timeout 120 dapltest -T P -s "$RXE_IP" -D "$ia" -i "$iters" -p 1 -m p \
+            RW 2 1 >"$log.log" 2>&1 || echo "dapltest on $ia failed ($log.log)" >&2
+        timeout 30 dapltest -T Q -s "$RXE_IP" -D "$ia" >/dev/null 2>&1 || true
+        wait $s || true
+    )
+    grep -a 'Operation Throughput' "$log.log" | grep -oE '[0-9]+(\.[0-9]+)?' | head -n 1 || true
+}

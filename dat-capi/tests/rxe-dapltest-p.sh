@@ -23,20 +23,10 @@ if [ "${1:-}" = --guest ]; then
     : >"$res"
     export DAT_CONF=$PWD/dat-provider-verbs/tests/rxe.toml
     run() { # label ia round [DAT_OVERRIDE]
-        local l=$1 ia=$2 r=$3 conf=${4:-} v
-        (
-            [ -n "$conf" ] && export DAT_OVERRIDE=$conf
-            taskset -c 0 timeout 120 dapltest -T S -D "$ia" >"$out/$l-srv-$r.log" 2>&1 &
-            s=$!
-            sleep 1
-            taskset -c 1 timeout 120 dapltest -T P -s "$RXE_IP" -D "$ia" -i "$iters" -p 1 -m p \
-                RW 2 1 >"$out/$l-$r.log" 2>&1 || echo "dapltest $l failed (round $r)" >&2
-            timeout 30 dapltest -T Q -s "$RXE_IP" -D "$ia" >/dev/null 2>&1 || true
-            wait $s || true
-        )
-        v=$(grep -a 'Operation Throughput' "$out/$l-$r.log" | grep -oE '[0-9]+(\.[0-9]+)?' | head -n 1 || true)
+        local v
+        v=$(rxe_dapltest_p "$out/$1-$3" "$2" "$iters" "${4:-}")
         # A failed round (e.g. a connection refused under load) counts for no label.
-        if [ -n "$v" ]; then echo "$l $v" >>"$res"; fi
+        if [ -n "$v" ]; then echo "$1 $v" >>"$res"; fi
     }
     runs=("ofa=")
     for pair in "$@"; do

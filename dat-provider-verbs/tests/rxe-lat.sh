@@ -58,21 +58,9 @@ if [ "${1:-}" = --guest ]; then
             "$out/$p-$r.log" | while read -r what v; do rec perftest "$p-$what" "$v"; done
     }
     dapltest_p() { # label ia round [DAT_OVERRIDE]
-        local l=$1 ia=$2 r=$3 conf=${4:-}
-        (
-            [ -n "$conf" ] && export DAT_OVERRIDE=$conf
-            taskset -c 0 timeout 120 dapltest -T S -D "$ia" >"$out/$l-dapltest-srv-$r.log" 2>&1 &
-            s=$!
-            sleep 2
-            taskset -c 1 timeout 120 dapltest -T P -s "$RXE_IP" -D "$ia" -i "$iters" -p 1 -m p \
-                RW 2 1 >"$out/$l-dapltest-$r.log" 2>&1 || echo "dapltest $l failed (round $r)" >&2
-            timeout 30 dapltest -T Q -s "$RXE_IP" -D "$ia" >/dev/null 2>&1 || true
-            wait $s || true
-        )
-        # "Total Ops/sec: N" style line (dapltest's performance summary).
         local v
-        v=$(grep -aiE 'ops/sec|Ops per second' "$out/$l-dapltest-$r.log" | grep -oE '[0-9]+(\.[0-9]+)?' | tail -n 1 || true)
-        [ -n "$v" ] && rec "$l" "dapltest-P-RW2-ops/s" "$v"
+        v=$(rxe_dapltest_p "$out/$1-dapltest-$3" "$2" "$iters" "${4:-}")
+        if [ -n "$v" ]; then rec "$1" "dapltest-P-RW2-ops/s" "$v"; fi
     }
     for r in $(seq "$rounds"); do
         echo "rxe-lat: round $r" >&2
