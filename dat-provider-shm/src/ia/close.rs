@@ -3,6 +3,11 @@
 
 use super::*;
 
+/// When the rendezvous directory is swept again after a peer died, in milliseconds after the
+/// death was seen: its listener's entry becomes removable only once the kernel has closed all
+/// of the dead process's descriptors.
+const RESWEEP_MS: [u64; 5] = [20, 200, 1_000, 3_000, 8_000];
+
 impl Shared {
     /// Closes the connections whose graceful disconnect has nothing left in flight (their
     /// successful completions were reported first) or whose wait expired ([`GRACEFUL_LIMIT`]:
@@ -137,9 +142,13 @@ impl Shared {
         self.teardown(st, id, Some(fact), false, out);
         if died {
             rendezvous::sweep(&self.params.dir);
+            // A dying process closes its descriptors one by one, and a loaded machine can
+            // hold it between the connection's and the listener's for long: look again at
+            // widening intervals.
             let now = Instant::now();
-            st.resweep.push(now + Duration::from_millis(20));
-            st.resweep.push(now + Duration::from_millis(200));
+            for ms in RESWEEP_MS {
+                st.resweep.push(now + Duration::from_millis(ms));
+            }
         }
     }
 
