@@ -122,8 +122,8 @@ pub struct CqSlot {
 pub struct SrqSlot {
     /// The SRQ.
     pub srq: Arc<Srq>,
-    /// Receives by `wr_id`.
-    pub wrs: Mutex<std::collections::BTreeMap<u64, dat_core::provider::WorkRequest>>,
+    /// The receives posted to it, by `wr_id` (any order, from any endpoint).
+    pub wrs: Mutex<crate::queue::SrqSlab>,
 }
 
 /// Who owns an `rdma_cm_id`.
@@ -522,8 +522,8 @@ impl Shared {
             write(&self.by_qpn).insert(qpn, ep.clone());
         }
         let qp = cm.qp();
-        for (&id, p) in st.recvs.iter_mut().filter(|(_, p)| !p.posted) {
-            post_recv(qp, None, id, &p.wr)?;
+        for (seq, p) in st.recvs.iter_mut().filter(|(_, p)| !p.posted) {
+            post_recv(qp, None, seq | WR_RECV, &p.wr)?;
             p.posted = true;
         }
         Ok(())
@@ -593,7 +593,7 @@ impl Shared {
             let mut st = lock(&ep.st);
             let id = wc.wr_id;
             if id & WR_SRQ != 0 {
-                let wr = st.srq.as_ref().and_then(|s| lock(&s.wrs).remove(&id));
+                let wr = st.srq.as_ref().and_then(|s| lock(&s.wrs).take(id));
                 if let Some(wr) = wr {
                     out.push(wr.completion(status, wc.byte_len));
                 }
@@ -603,18 +603,10 @@ impl Shared {
                 let recv = id & WR_RECV != 0;
                 if !recv {
                     // An unsignalled request before this one has completed (in order).
-                    let earlier: smallvec::SmallVec<[u64; 16]> = st
-                        .sends
-                        .range(..id)
-                        .filter(|(_, p)| !p.signaled && !p.reported)
-                        .map(|(&k, _)| k)
-                        .collect();
-                    for k in earlier {
-                        if let Some(p) = st.sends.remove(&k) {
-                            let n = u32::try_from(p.wr.len()).unwrap_or(u32::MAX);
-                            out.push(p.wr.completion(DtoStatus::Success, n));
-                        }
-                    }
+                    st.sends.retire_before(id, |p| {
+                        let n = u32::try_from(p.wr.len()).unwrap_or(u32::MAX);
+                        out.push(p.wr.completion(DtoStatus::Success, n));
+                    });
                 }
                 if id & WR_BIND != 0
                     && let Some(b) = st.binds.get_mut(&id)
@@ -624,49 +616,51 @@ impl Shared {
                 if id & (WR_BIND | WR_MARK) != 0 {
                     broken = !matches!(status, DtoStatus::Success | DtoStatus::Flushed)
                         && st.phase.is_live();
-                }
-                let q = if recv { &mut st.recvs } else { &mut st.sends };
-                match q.remove(&id) {
-                    None => {}
-                    Some(p) if p.reported => {}
-                    Some(mut p) if status == DtoStatus::Flushed => {
-                        // The QP went to error: report it as broken unless a terminal fact
-                        // is already on its way (which flushes this request with the rest).
-                        // Its own completion has come: a later one must not retire it as a
-                        // success, as it does an unsignalled request without one.
-                        p.signaled = true;
-                        let phase = st.phase;
-                        let q = if recv { &mut st.recvs } else { &mut st.sends };
-                        match phase {
-                            Phase::Done => out.push(p.wr.completion(DtoStatus::Flushed, 0)),
-                            Phase::Closing => {
-                                q.insert(id, p);
-                            }
-                            _ => {
-                                q.insert(id, p);
-                                broken = true;
+                } else {
+                    let phase = st.phase;
+                    let q = if recv { &mut st.recvs } else { &mut st.sends };
+                    match q.get_mut(id) {
+                        None => {}
+                        Some(p) if p.reported => {
+                            q.take(id);
+                        }
+                        Some(p) if status == DtoStatus::Flushed => {
+                            // The QP went to error: report it as broken unless a terminal fact
+                            // is already on its way (which flushes this request with the
+                            // rest). Its own completion has come: a later one must not retire
+                            // it as a success, as it does an unsignalled request without one.
+                            p.signaled = true;
+                            match phase {
+                                Phase::Done => {
+                                    out.push(p.wr.completion(DtoStatus::Flushed, 0));
+                                    q.take(id);
+                                }
+                                Phase::Closing => {}
+                                _ => broken = true,
                             }
                         }
-                    }
-                    Some(p) => {
-                        let status =
-                            if recv && wc.status == sys::ibv_wc_status::IBV_WC_LOC_QP_OP_ERR {
-                                // The core validated the scatter list (keys, bounds, privileges),
-                                // so a receive's WQE cannot be malformed: rxe reports a message
-                                // longer than the receive this way (its copy_data fails with
-                                // EINVAL, not ENOSPC), where hardware reports LOC_LEN_ERR.
-                                DtoStatus::LocalLength
+                        Some(p) => {
+                            let status =
+                                if recv && wc.status == sys::ibv_wc_status::IBV_WC_LOC_QP_OP_ERR {
+                                    // The core validated the scatter list (keys, bounds,
+                                    // privileges), so a receive's WQE cannot be malformed: rxe
+                                    // reports a message longer than the receive this way (its
+                                    // copy_data fails with EINVAL, not ENOSPC), where hardware
+                                    // reports LOC_LEN_ERR.
+                                    DtoStatus::LocalLength
+                                } else {
+                                    status
+                                };
+                            let n = if recv || status != DtoStatus::Success {
+                                wc.byte_len
                             } else {
-                                status
+                                u32::try_from(p.wr.len()).unwrap_or(u32::MAX)
                             };
-                        let n = if recv || status != DtoStatus::Success {
-                            wc.byte_len
-                        } else {
-                            u32::try_from(p.wr.len()).unwrap_or(u32::MAX)
-                        };
-                        let n = if status == DtoStatus::Success { n } else { 0 };
-                        out.push(p.wr.completion(status, n));
-                        broken = status != DtoStatus::Success && st.phase.is_live();
+                            let n = if status == DtoStatus::Success { n } else { 0 };
+                            out.push(p.wr.completion(status, n));
+                            q.take(id);
+                            broken = status != DtoStatus::Success && phase.is_live();
+                        }
                     }
                 }
             }
