@@ -111,6 +111,9 @@ pub const GRACEFUL_LIMIT: std::time::Duration = std::time::Duration::from_secs(4
 /// peer unreachable itself (rdma_cm does not always report an address it has no route to).
 pub const RESOLVE_LIMIT: std::time::Duration = std::time::Duration::from_millis(3 * 2000);
 
+/// One poll of an EVD in this many looks at every CQ of the IA ([`Shared::progress_evd`]).
+pub const OTHERS_EVERY: u32 = 8;
+
 /// A CQ and the lock its pollers take.
 pub struct CqSlot {
     /// The CQ.
@@ -214,6 +217,8 @@ pub struct Shared {
     pub(crate) listeners: Mutex<IdMap<SpId, Listener>>,
     pub(crate) crs: Mutex<IdMap<CrId, CrPending>>,
     next_wr: AtomicU64,
+    /// Calls of [`Shared::progress_evd`] (approximately).
+    evd_polls: AtomicU32,
     next_cr: AtomicU32,
     next_tag: AtomicU64,
 }
@@ -270,6 +275,7 @@ impl Shared {
             listeners: Mutex::new(IdMap::default()),
             crs: Mutex::new(IdMap::default()),
             next_wr: AtomicU64::new(1),
+            evd_polls: AtomicU32::new(0),
             next_cr: AtomicU32::new(1),
             next_tag: AtomicU64::new(1),
         })
@@ -522,11 +528,13 @@ impl Shared {
             write(&self.by_qpn).insert(qpn, ep.clone());
         }
         let qp = cm.qp();
-        for (seq, p) in st.recvs.iter_mut().filter(|(_, p)| !p.posted) {
-            post_recv(qp, None, seq | WR_RECV, &p.wr)?;
-            p.posted = true;
-        }
-        Ok(())
+        st.recvs.try_for_each(|seq, p| {
+            if !p.posted {
+                post_recv(qp, None, seq | WR_RECV, &p.wr)?;
+                p.posted = true;
+            }
+            Ok(())
+        })
     }
 
     /// Destroys the id and QP of an endpoint (after its terminal fact) and forgets what the
@@ -544,6 +552,27 @@ impl Shared {
     pub fn progress(&self) -> bool {
         if !self.polled.load(Ordering::Relaxed) {
             self.polled.store(true, Ordering::Relaxed);
+        }
+        self.drain(false)
+    }
+
+    /// Polls the CQ of `evd` for a poll of that EVD (`dat_evd_dequeue`), and every CQ of the
+    /// IA on one such call in [`OTHERS_EVERY`] (or when `evd` has no CQ): a dequeue does not
+    /// pay for the CQs of the IA's other EVDs (`dapltest -T P` has four), whose completions
+    /// wait for their own EVD's polls, a waiter in [`Shared::block`] (which drains every CQ),
+    /// the event thread, or the next full look; the null CQ (requests whose EVD is not given)
+    /// is drained that way too. True if anything was delivered.
+    pub fn progress_evd(&self, evd: EvdId) -> bool {
+        if !self.polled.load(Ordering::Relaxed) {
+            self.polled.store(true, Ordering::Relaxed);
+        }
+        // A count, not exact under races (a plain load and store, no read-modify-write).
+        let n = self.evd_polls.load(Ordering::Relaxed);
+        self.evd_polls.store(n.wrapping_add(1), Ordering::Relaxed);
+        if !n.is_multiple_of(OTHERS_EVERY)
+            && let Some(slot) = read(&self.cqs).get(&evd).cloned()
+        {
+            return self.poll_cq(&slot, false);
         }
         self.drain(false)
     }
@@ -587,7 +616,10 @@ impl Shared {
             return;
         };
         let status = dto_status(wc.status);
-        let mut out: smallvec::SmallVec<[Completion; 4]> = smallvec::SmallVec::new();
+        // Room for a completion and the unsignalled requests it retires (at most
+        // `SIGNAL_EVERY - 1`) without a heap allocation.
+        let mut out: smallvec::SmallVec<[Completion; SIGNAL_EVERY as usize]> =
+            smallvec::SmallVec::new();
         let mut broken = false;
         let drained = {
             let mut st = lock(&ep.st);
@@ -622,7 +654,7 @@ impl Shared {
                     match q.get_mut(id) {
                         None => {}
                         Some(p) if p.reported => {
-                            q.take(id);
+                            q.remove(id);
                         }
                         Some(p) if status == DtoStatus::Flushed => {
                             // The QP went to error: report it as broken unless a terminal fact
@@ -633,7 +665,7 @@ impl Shared {
                             match phase {
                                 Phase::Done => {
                                     out.push(p.wr.completion(DtoStatus::Flushed, 0));
-                                    q.take(id);
+                                    q.remove(id);
                                 }
                                 Phase::Closing => {}
                                 _ => broken = true,
@@ -658,7 +690,7 @@ impl Shared {
                             };
                             let n = if status == DtoStatus::Success { n } else { 0 };
                             out.push(p.wr.completion(status, n));
-                            q.take(id);
+                            q.remove(id);
                             broken = status != DtoStatus::Success && phase.is_live();
                         }
                     }

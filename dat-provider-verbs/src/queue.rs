@@ -16,8 +16,6 @@
 //! Receives posted to an SRQ complete in any order, from any endpoint: the SRQ keeps them in
 //! a slab (slots and a free list), the `wr_id` naming the slot and a serial, checked whole.
 
-use std::collections::VecDeque;
-
 use dat_core::provider::WorkRequest;
 
 use crate::ep::Pending;
@@ -32,9 +30,12 @@ pub const SEQ_MASK: u64 = (1 << SEQ_BITS) - 1;
 pub struct WrQueue {
     /// Sequence number of the front slot (masked with [`SEQ_MASK`]).
     head: u64,
-    /// One slot per sequence number from `head` on; `None`: completed, or a sequence number
+    /// Slots in use from the front on (empty ones between held ones included).
+    len: usize,
+    /// The ring: sequence number `s` lives in slot `s & (slots.len() - 1)` (a power of two,
+    /// or no slot at all before the first push); `None`: completed, or a sequence number
     /// taken without a request ([`WrQueue::skip`]).
-    slots: VecDeque<Option<Pending>>,
+    slots: Vec<Option<Pending>>,
 }
 
 impl WrQueue {
@@ -42,19 +43,46 @@ impl WrQueue {
     pub fn starting_at(base: u64) -> WrQueue {
         WrQueue {
             head: base & SEQ_MASK,
-            slots: VecDeque::new(),
+            len: 0,
+            slots: Vec::new(),
         }
+    }
+
+    /// The slot of sequence number `seq`.
+    fn slot(&self, seq: u64) -> usize {
+        // Truncation intended: the ring is smaller than the number space.
+        (seq as usize) & (self.slots.len() - 1)
     }
 
     /// The sequence number the next push gets.
     pub fn next_seq(&self) -> u64 {
-        (self.head + self.slots.len() as u64) & SEQ_MASK
+        (self.head + self.len as u64) & SEQ_MASK
+    }
+
+    /// Makes room for one more slot: doubles the ring (the only allocation, until the ring
+    /// has grown to the queue's depth) and moves the slots in use to their new places.
+    fn reserve_one(&mut self) {
+        if self.len < self.slots.len() {
+            return;
+        }
+        let cap = (self.slots.len() * 2).max(8);
+        let mut slots: Vec<Option<Pending>> = Vec::with_capacity(cap);
+        slots.resize_with(cap, || None);
+        for k in 0..self.len as u64 {
+            let seq = (self.head + k) & SEQ_MASK;
+            let from = self.slot(seq);
+            slots[(seq as usize) & (cap - 1)] = self.slots[from].take();
+        }
+        self.slots = slots;
     }
 
     /// Adds `p` at the back; returns its sequence number.
     pub fn push(&mut self, p: Pending) -> u64 {
+        self.reserve_one();
         let seq = self.next_seq();
-        self.slots.push_back(Some(p));
+        let i = self.slot(seq);
+        self.slots[i] = Some(p);
+        self.len += 1;
         seq
     }
 
@@ -62,10 +90,12 @@ impl WrQueue {
     /// marker): its completion retires the unsignalled requests before it.
     pub fn skip(&mut self) -> u64 {
         let seq = self.next_seq();
-        if self.slots.is_empty() {
+        if self.len == 0 {
             self.head = (self.head + 1) & SEQ_MASK;
         } else {
-            self.slots.push_back(None);
+            // The slot is empty already.
+            self.reserve_one();
+            self.len += 1;
         }
         seq
     }
@@ -80,9 +110,11 @@ impl WrQueue {
         Some(usize::try_from(i).unwrap_or(usize::MAX))
     }
 
-    /// The slot index of sequence number `seq`, if it is in the ring.
+    /// The slot of sequence number `seq`, if it is in use.
     fn index(&self, seq: u64) -> Option<usize> {
-        self.offset(seq).filter(|&i| i < self.slots.len())
+        self.offset(seq)
+            .filter(|&i| i < self.len)
+            .map(|_| self.slot(seq))
     }
 
     /// The request of sequence number `seq`, if it is held.
@@ -91,64 +123,85 @@ impl WrQueue {
         self.slots[i].as_mut()
     }
 
-    /// Removes and returns the request of sequence number `seq`.
-    pub fn take(&mut self, seq: u64) -> Option<Pending> {
-        let i = self.index(seq)?;
-        let p = self.slots[i].take();
-        self.trim();
-        p
-    }
-
-    /// Drops the empty slots at the front.
-    fn trim(&mut self) {
-        while let Some(None) = self.slots.front() {
-            self.slots.pop_front();
-            self.head = (self.head + 1) & SEQ_MASK;
+    /// Drops the request of sequence number `seq` where it lies.
+    pub fn remove(&mut self, seq: u64) {
+        if let Some(i) = self.index(seq) {
+            self.slots[i] = None;
+            self.trim();
         }
     }
 
-    /// Removes the unsignalled, unreported requests posted before sequence number `seq` and
-    /// hands each to `f`, in posting order (an RC send queue completes in order: they
+    /// Moves the front past the empty slots there.
+    fn trim(&mut self) {
+        while self.len > 0 && self.slots[self.slot(self.head)].is_none() {
+            self.head = (self.head + 1) & SEQ_MASK;
+            self.len -= 1;
+        }
+    }
+
+    /// Drops the unsignalled, unreported requests posted before sequence number `seq`, each
+    /// shown to `f` first, in posting order (an RC send queue completes in order: they
     /// succeeded).
-    pub fn retire_before(&mut self, seq: u64, mut f: impl FnMut(Pending)) {
+    pub fn retire_before(&mut self, seq: u64, mut f: impl FnMut(&Pending)) {
         let Some(end) = self.offset(seq) else {
             return;
         };
-        let end = end.min(self.slots.len());
-        for slot in self.slots.range_mut(..end) {
-            if slot.as_ref().is_some_and(|p| !p.signaled && !p.reported)
-                && let Some(p) = slot.take()
+        for k in 0..end.min(self.len) as u64 {
+            let i = self.slot(self.head + k);
+            if let Some(p) = &self.slots[i]
+                && !p.signaled
+                && !p.reported
             {
                 f(p);
+                self.slots[i] = None;
             }
         }
         self.trim();
     }
 
-    /// The newest request held.
-    pub fn newest(&self) -> Option<&Pending> {
-        self.slots.iter().rev().flatten().next()
+    /// The slots in use, oldest first, with their sequence numbers.
+    fn in_use(&self) -> impl DoubleEndedIterator<Item = (u64, usize)> + use<> {
+        let (head, mask) = (self.head, self.slots.len().wrapping_sub(1));
+        (0..self.len as u64).map(move |k| {
+            let seq = (head + k) & SEQ_MASK;
+            (seq, (seq as usize) & mask)
+        })
     }
 
-    /// The requests held, oldest first, with their sequence numbers.
-    pub fn iter_mut(&mut self) -> impl Iterator<Item = (u64, &mut Pending)> {
-        let head = self.head;
-        self.slots
-            .iter_mut()
-            .enumerate()
-            .filter_map(move |(i, s)| Some(((head + i as u64) & SEQ_MASK, s.as_mut()?)))
+    /// The newest request held.
+    pub fn newest(&self) -> Option<&Pending> {
+        self.in_use()
+            .rev()
+            .find_map(|(_, i)| self.slots[i].as_ref())
+    }
+
+    /// Calls `f` on each request held, oldest first, with its sequence number; stops at the
+    /// first error.
+    ///
+    /// # Errors
+    /// The first error of `f`.
+    pub fn try_for_each<E>(
+        &mut self,
+        mut f: impl FnMut(u64, &mut Pending) -> Result<(), E>,
+    ) -> Result<(), E> {
+        for (seq, i) in self.in_use() {
+            if let Some(p) = &mut self.slots[i] {
+                f(seq, p)?;
+            }
+        }
+        Ok(())
     }
 
     /// The requests held, oldest first.
     pub fn iter(&self) -> impl Iterator<Item = &Pending> {
-        self.slots.iter().flatten()
+        self.in_use().filter_map(|(_, i)| self.slots[i].as_ref())
     }
 
     /// Keeps the requests for which `keep` is true (in posting order).
     pub fn retain(&mut self, mut keep: impl FnMut(&mut Pending) -> bool) {
-        for slot in self.slots.iter_mut() {
-            if slot.as_mut().is_some_and(|p| !keep(p)) {
-                *slot = None;
+        for (_, i) in self.in_use() {
+            if self.slots[i].as_mut().is_some_and(|p| !keep(p)) {
+                self.slots[i] = None;
             }
         }
         self.trim();
@@ -156,14 +209,27 @@ impl WrQueue {
 
     /// Forgets every request (sequence numbers go on from where they were).
     pub fn clear(&mut self) {
+        for (_, i) in self.in_use() {
+            self.slots[i] = None;
+        }
         self.head = self.next_seq();
-        self.slots.clear();
+        self.len = 0;
     }
 
     /// True when no request is held.
     #[cfg(test)]
     pub fn is_empty(&self) -> bool {
-        self.slots.iter().all(Option::is_none)
+        self.iter().next().is_none()
+    }
+
+    /// Removes and returns the request of sequence number `seq` (tests; the data path drops
+    /// requests where they lie, [`WrQueue::remove`]).
+    #[cfg(test)]
+    pub fn take(&mut self, seq: u64) -> Option<Pending> {
+        let i = self.index(seq)?;
+        let p = self.slots[i].take();
+        self.trim();
+        p
     }
 }
 
@@ -253,7 +319,7 @@ mod tests {
         assert_eq!(q.take(b).map(|p| p.wr.cookie.0), None);
         assert_eq!(cookies(&q), [1]);
         assert_eq!(q.take(a).map(|p| p.wr.cookie.0), Some(1));
-        assert!(q.is_empty() && q.slots.is_empty());
+        assert!(q.is_empty() && q.len == 0);
         // Sequence numbers go on: a stale id finds nothing.
         let c = q.push(req(3, true));
         assert_eq!(c, b + 1);
@@ -285,7 +351,7 @@ mod tests {
         assert!(got.is_empty());
         q.retire_before(later + 1, |p| got.push(p.wr.cookie.0));
         assert_eq!(got, [9]);
-        assert!(q.slots.is_empty());
+        assert_eq!(q.len, 0);
         // Reported or signalled ones are not retired as successes.
         let a = q.push(req(10, false));
         q.get_mut(a).unwrap().reported = true;
@@ -310,14 +376,45 @@ mod tests {
         assert_eq!(c, 0);
         q.skip();
         assert_eq!(q.newest().map(|p| p.wr.cookie.0), Some(2));
-        let ids: Vec<u64> = q.iter_mut().map(|(s, _)| s).collect();
+        let mut ids = Vec::new();
+        q.try_for_each(|s, _| {
+            ids.push(s);
+            Ok::<(), ()>(())
+        })
+        .unwrap();
         assert_eq!(ids, [b, c]);
         q.retain(|p| p.signaled);
         assert_eq!(cookies(&q), [2]);
         assert!(q.get_mut(c).is_some());
         q.retain(|_| false);
-        assert!(q.is_empty() && q.slots.is_empty());
+        assert!(q.is_empty() && q.len == 0);
         assert_eq!(q.next_seq(), 2);
+    }
+
+    #[test]
+    fn the_ring_grows_and_keeps_its_order_across_the_wrap() {
+        let mut q = WrQueue::starting_at(SEQ_MASK - 5);
+        let first = q.push(req(0, true));
+        // A request left behind while many later ones come and go.
+        let mut seqs = Vec::new();
+        for i in 1..40 {
+            seqs.push(q.push(req(i, false)));
+            if i % 3 == 0 {
+                q.skip();
+            }
+        }
+        assert_eq!(cookies(&q), (0..40).collect::<Vec<u64>>());
+        let mut got = Vec::new();
+        q.retire_before(seqs[19], |p| got.push(p.wr.cookie.0));
+        assert_eq!(got, (1..20).collect::<Vec<u64>>());
+        assert_eq!(q.get_mut(first).map(|p| p.wr.cookie.0), Some(0));
+        q.remove(first);
+        assert_eq!(cookies(&q), (20..40).collect::<Vec<u64>>());
+        for (i, &s) in seqs.iter().enumerate().skip(19) {
+            assert_eq!(q.take(s).map(|p| p.wr.cookie.0), Some(i as u64 + 1));
+        }
+        assert!(q.is_empty());
+        assert_eq!(q.len, 0);
     }
 
     #[test]

@@ -802,6 +802,10 @@ impl Transport for VerbsIa {
         self.shared.progress()
     }
 
+    fn progress_evd(&self, evd: EvdId) -> bool {
+        self.shared.progress_evd(evd)
+    }
+
     fn block(&self, timeout: std::time::Duration) -> bool {
         self.shared.block(timeout)
     }
