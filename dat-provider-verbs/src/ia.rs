@@ -703,8 +703,9 @@ impl Shared {
                 && st.phase == Phase::Connected
                 && !st.sends_outstanding()
         };
-        for c in out {
-            ep.upcalls.completion(c);
+        // By reference: moving the vector into an iterator would copy all of it.
+        for c in &out {
+            ep.upcalls.completion(*c);
         }
         if drained {
             self.fail_ep(&ep, CmFact::Disconnected, false, true);

@@ -59,12 +59,19 @@ impl WrQueue {
         (self.head + self.len as u64) & SEQ_MASK
     }
 
-    /// Makes room for one more slot: doubles the ring (the only allocation, until the ring
-    /// has grown to the queue's depth) and moves the slots in use to their new places.
+    /// Makes room for one more slot.
+    #[inline]
     fn reserve_one(&mut self) {
-        if self.len < self.slots.len() {
-            return;
+        if self.len == self.slots.len() {
+            self.grow();
         }
+    }
+
+    /// Doubles the ring (the only allocation, until the ring has grown to the queue's depth)
+    /// and moves the slots in use to their new places.
+    #[cold]
+    #[inline(never)]
+    fn grow(&mut self) {
         let cap = (self.slots.len() * 2).max(8);
         let mut slots: Vec<Option<Pending>> = Vec::with_capacity(cap);
         slots.resize_with(cap, || None);
@@ -77,6 +84,7 @@ impl WrQueue {
     }
 
     /// Adds `p` at the back; returns its sequence number.
+    #[inline]
     pub fn push(&mut self, p: Pending) -> u64 {
         self.reserve_one();
         let seq = self.next_seq();
