@@ -89,7 +89,11 @@ impl WrQueue {
         self.reserve_one();
         let seq = self.next_seq();
         let i = self.slot(seq);
-        self.slots[i] = Some(p);
+        // The slot is free (`len` counts every slot in use): filled without a drop of the
+        // old value, which lets the request be written in place, one copy.
+        let slot = &mut self.slots[i];
+        debug_assert!(slot.is_none());
+        slot.get_or_insert(p);
         self.len += 1;
         seq
     }
