@@ -514,6 +514,15 @@ pub trait Transport: Send + Sync {
         false
     }
 
+    /// [`Transport::progress`] for a poll of `evd` (`dat_evd_dequeue`): a transport with a
+    /// completion queue per EVD may look at that one first and at the others less often (a
+    /// completion the EVD's poll does not find this time waits in its own queue, which its
+    /// own EVD's poll, a waiter or the transport's thread drains). Returns true if anything
+    /// happened. The default is `progress`.
+    fn progress_evd(&self, _evd: EvdId) -> bool {
+        self.progress()
+    }
+
     /// Sleeps on the calling thread in the transport's own primitive (an eventfd, a CQ
     /// channel) for at most `timeout`, then makes progress there as [`Transport::progress`]
     /// does: a waiter woken by the transport takes its completions with one wake-up instead

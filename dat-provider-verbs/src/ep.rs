@@ -1,21 +1,23 @@
 //! One endpoint: its `rdma_cm_id` and QP, the work requests it has outstanding, and posting.
 //!
-//! Every work request gets a `wr_id` from one counter of the IA (so posting order is key
-//! order) and stays in the endpoint's map, with the memory it names, until its work
-//! completion arrives; a request flushed by the provider before the hardware flushed it is
-//! marked `reported` and dropped silently when the hardware's flush arrives.
+//! Every work request of an endpoint's queue gets the next sequence number of that queue
+//! (carried in its `wr_id`) and stays in the queue's ring ([`crate::queue::WrQueue`]), with
+//! the memory it names, until its work completion arrives; a request flushed by the provider
+//! before the hardware flushed it is marked `reported` and dropped silently when the
+//! hardware's flush arrives.
 //!
 //! A send or RDMA write the consumer posted with `SUPPRESS` or `UNSIGNALLED` goes without
 //! `IBV_SEND_SIGNALED` (the QP has `sq_sig_all = 0`), as perftest posts, except every
 //! [`SIGNAL_EVERY`]th in a row: on an RC QP the completions of one send queue arrive in
 //! posting order, so a work completion (success, error or flush) for a request means every
 //! earlier unsignalled one succeeded (one that failed has a completion of its own), and
-//! `ia::Shared::handle_wc` retires them with it. A device reclaims the send queue's slots of
+//! `ia::Shared::handle_wc` retires them with it. A window bind and a disconnect's marker take
+//! a sequence number of the send queue too (no slot), so their completions retire the
+//! requests before them. A device reclaims the send queue's slots of
 //! unsignalled requests only then, so the QP gets `SIGNAL_EVERY` slots more than
 //! `max_request_dtos`: the unsignalled requests not yet retired (at most `SIGNAL_EVERY - 1`)
 //! and one marker never take a slot the consumer's requests could use.
 
-use std::collections::BTreeMap;
 use std::io;
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
@@ -25,6 +27,7 @@ use dat_core::types::{DtoStatus, EpId};
 use rdma_sys as sys;
 
 use crate::cm::CmId;
+use crate::queue::WrQueue;
 use crate::verbs::{SEND_SIGNALED, send_flags};
 
 /// Bit 63 of a `wr_id`: a receive posted to a shared receive queue.
@@ -109,12 +112,11 @@ pub struct EpSt {
     pub max_inline: u32,
     /// Which requests of the send queue are signalled.
     pub sig: SignalRun,
-    /// Requests on the send queue, by `wr_id` (boxed: a request is moved into the map and out
-    /// again once per message, and a pointer moves for less than the copies of the request it
-    /// replaces cost).
-    pub sends: BTreeMap<u64, Box<Pending>>,
-    /// Receives on the endpoint's own receive queue, by `wr_id` (boxed as `sends`).
-    pub recvs: BTreeMap<u64, Box<Pending>>,
+    /// Requests on the send queue, in posting order.
+    pub sends: WrQueue,
+    /// Receives on the endpoint's own receive queue, in posting order (also those waiting
+    /// for the QP).
+    pub recvs: WrQueue,
     /// The CQs the QP uses (drained before a terminal fact).
     pub cqs: Vec<Arc<crate::ia::CqSlot>>,
     /// The SRQ the QP takes receives from.
@@ -134,8 +136,9 @@ pub struct Ep {
 }
 
 impl Ep {
-    /// A new, unconnected endpoint.
-    pub fn new(id: EpId, cfg: EpConfig, upcalls: Arc<dyn EpUpcalls>) -> Ep {
+    /// A new, unconnected endpoint whose queues number their requests from `base` on (each
+    /// endpoint of an IA gets a different one: see [`crate::queue`]).
+    pub fn new(id: EpId, cfg: EpConfig, upcalls: Arc<dyn EpUpcalls>, base: u64) -> Ep {
         Ep {
             id,
             upcalls,
@@ -150,8 +153,8 @@ impl Ep {
                 graceful_by: None,
                 max_inline: 0,
                 sig: SignalRun::default(),
-                sends: BTreeMap::new(),
-                recvs: BTreeMap::new(),
+                sends: WrQueue::starting_at(base),
+                recvs: WrQueue::starting_at(base),
                 cqs: Vec::new(),
                 srq: None,
                 binds: std::collections::HashMap::new(),
@@ -203,14 +206,13 @@ impl EpSt {
     /// completion will come for it unless a later signalled request is posted.
     pub fn tail_unsignalled(&self) -> bool {
         self.sends
-            .values()
-            .next_back()
+            .newest()
             .is_some_and(|p| !p.signaled && !p.reported)
     }
 
     /// True while a request of the send queue has not been reported.
     pub fn sends_outstanding(&self) -> bool {
-        self.sends.values().any(|p| !p.reported)
+        self.sends.iter().any(|p| !p.reported)
     }
 
     /// Marks every unreported request flushed and returns their completions in posting order
@@ -219,7 +221,7 @@ impl EpSt {
     pub fn flush_all(&mut self) -> Vec<Completion> {
         let mut out = Vec::new();
         for q in [&mut self.sends, &mut self.recvs] {
-            q.retain(|_, p| {
+            q.retain(|p| {
                 if !p.reported {
                     out.push(p.wr.completion(DtoStatus::Flushed, 0));
                     p.reported = true;
@@ -234,7 +236,7 @@ impl EpSt {
     /// receives never posted (they are posted to the next QP).
     pub fn forget_posted(&mut self) {
         self.sends.clear();
-        self.recvs.retain(|_, p| !p.posted && !p.reported);
+        self.recvs.retain(|p| !p.posted && !p.reported);
     }
 }
 

@@ -111,6 +111,9 @@ pub const GRACEFUL_LIMIT: std::time::Duration = std::time::Duration::from_secs(4
 /// peer unreachable itself (rdma_cm does not always report an address it has no route to).
 pub const RESOLVE_LIMIT: std::time::Duration = std::time::Duration::from_millis(3 * 2000);
 
+/// One poll of an EVD in this many looks at every CQ of the IA ([`Shared::progress_evd`]).
+pub const OTHERS_EVERY: u32 = 8;
+
 /// A CQ and the lock its pollers take.
 pub struct CqSlot {
     /// The CQ.
@@ -122,8 +125,8 @@ pub struct CqSlot {
 pub struct SrqSlot {
     /// The SRQ.
     pub srq: Arc<Srq>,
-    /// Receives by `wr_id`.
-    pub wrs: Mutex<std::collections::BTreeMap<u64, dat_core::provider::WorkRequest>>,
+    /// The receives posted to it, by `wr_id` (any order, from any endpoint).
+    pub wrs: Mutex<crate::queue::SrqSlab>,
 }
 
 /// Who owns an `rdma_cm_id`.
@@ -214,6 +217,8 @@ pub struct Shared {
     pub(crate) listeners: Mutex<IdMap<SpId, Listener>>,
     pub(crate) crs: Mutex<IdMap<CrId, CrPending>>,
     next_wr: AtomicU64,
+    /// Calls of [`Shared::progress_evd`] (approximately).
+    evd_polls: AtomicU32,
     next_cr: AtomicU32,
     next_tag: AtomicU64,
 }
@@ -270,6 +275,7 @@ impl Shared {
             listeners: Mutex::new(IdMap::default()),
             crs: Mutex::new(IdMap::default()),
             next_wr: AtomicU64::new(1),
+            evd_polls: AtomicU32::new(0),
             next_cr: AtomicU32::new(1),
             next_tag: AtomicU64::new(1),
         })
@@ -522,11 +528,13 @@ impl Shared {
             write(&self.by_qpn).insert(qpn, ep.clone());
         }
         let qp = cm.qp();
-        for (&id, p) in st.recvs.iter_mut().filter(|(_, p)| !p.posted) {
-            post_recv(qp, None, id, &p.wr)?;
-            p.posted = true;
-        }
-        Ok(())
+        st.recvs.try_for_each(|seq, p| {
+            if !p.posted {
+                post_recv(qp, None, seq | WR_RECV, &p.wr)?;
+                p.posted = true;
+            }
+            Ok(())
+        })
     }
 
     /// Destroys the id and QP of an endpoint (after its terminal fact) and forgets what the
@@ -544,6 +552,27 @@ impl Shared {
     pub fn progress(&self) -> bool {
         if !self.polled.load(Ordering::Relaxed) {
             self.polled.store(true, Ordering::Relaxed);
+        }
+        self.drain(false)
+    }
+
+    /// Polls the CQ of `evd` for a poll of that EVD (`dat_evd_dequeue`), and every CQ of the
+    /// IA on one such call in [`OTHERS_EVERY`] (or when `evd` has no CQ): a dequeue does not
+    /// pay for the CQs of the IA's other EVDs (`dapltest -T P` has four), whose completions
+    /// wait for their own EVD's polls, a waiter in [`Shared::block`] (which drains every CQ),
+    /// the event thread, or the next full look; the null CQ (requests whose EVD is not given)
+    /// is drained that way too. True if anything was delivered.
+    pub fn progress_evd(&self, evd: EvdId) -> bool {
+        if !self.polled.load(Ordering::Relaxed) {
+            self.polled.store(true, Ordering::Relaxed);
+        }
+        // A count, not exact under races (a plain load and store, no read-modify-write).
+        let n = self.evd_polls.load(Ordering::Relaxed);
+        self.evd_polls.store(n.wrapping_add(1), Ordering::Relaxed);
+        if !n.is_multiple_of(OTHERS_EVERY)
+            && let Some(slot) = read(&self.cqs).get(&evd).cloned()
+        {
+            return self.poll_cq(&slot, false);
         }
         self.drain(false)
     }
@@ -587,13 +616,16 @@ impl Shared {
             return;
         };
         let status = dto_status(wc.status);
-        let mut out: smallvec::SmallVec<[Completion; 4]> = smallvec::SmallVec::new();
+        // Room for a completion and the unsignalled requests it retires (at most
+        // `SIGNAL_EVERY - 1`) without a heap allocation.
+        let mut out: smallvec::SmallVec<[Completion; SIGNAL_EVERY as usize]> =
+            smallvec::SmallVec::new();
         let mut broken = false;
         let drained = {
             let mut st = lock(&ep.st);
             let id = wc.wr_id;
             if id & WR_SRQ != 0 {
-                let wr = st.srq.as_ref().and_then(|s| lock(&s.wrs).remove(&id));
+                let wr = st.srq.as_ref().and_then(|s| lock(&s.wrs).take(id));
                 if let Some(wr) = wr {
                     out.push(wr.completion(status, wc.byte_len));
                 }
@@ -603,18 +635,10 @@ impl Shared {
                 let recv = id & WR_RECV != 0;
                 if !recv {
                     // An unsignalled request before this one has completed (in order).
-                    let earlier: smallvec::SmallVec<[u64; 16]> = st
-                        .sends
-                        .range(..id)
-                        .filter(|(_, p)| !p.signaled && !p.reported)
-                        .map(|(&k, _)| k)
-                        .collect();
-                    for k in earlier {
-                        if let Some(p) = st.sends.remove(&k) {
-                            let n = u32::try_from(p.wr.len()).unwrap_or(u32::MAX);
-                            out.push(p.wr.completion(DtoStatus::Success, n));
-                        }
-                    }
+                    st.sends.retire_before(id, |p| {
+                        let n = u32::try_from(p.wr.len()).unwrap_or(u32::MAX);
+                        out.push(p.wr.completion(DtoStatus::Success, n));
+                    });
                 }
                 if id & WR_BIND != 0
                     && let Some(b) = st.binds.get_mut(&id)
@@ -624,49 +648,51 @@ impl Shared {
                 if id & (WR_BIND | WR_MARK) != 0 {
                     broken = !matches!(status, DtoStatus::Success | DtoStatus::Flushed)
                         && st.phase.is_live();
-                }
-                let q = if recv { &mut st.recvs } else { &mut st.sends };
-                match q.remove(&id) {
-                    None => {}
-                    Some(p) if p.reported => {}
-                    Some(mut p) if status == DtoStatus::Flushed => {
-                        // The QP went to error: report it as broken unless a terminal fact
-                        // is already on its way (which flushes this request with the rest).
-                        // Its own completion has come: a later one must not retire it as a
-                        // success, as it does an unsignalled request without one.
-                        p.signaled = true;
-                        let phase = st.phase;
-                        let q = if recv { &mut st.recvs } else { &mut st.sends };
-                        match phase {
-                            Phase::Done => out.push(p.wr.completion(DtoStatus::Flushed, 0)),
-                            Phase::Closing => {
-                                q.insert(id, p);
-                            }
-                            _ => {
-                                q.insert(id, p);
-                                broken = true;
+                } else {
+                    let phase = st.phase;
+                    let q = if recv { &mut st.recvs } else { &mut st.sends };
+                    match q.get_mut(id) {
+                        None => {}
+                        Some(p) if p.reported => {
+                            q.remove(id);
+                        }
+                        Some(p) if status == DtoStatus::Flushed => {
+                            // The QP went to error: report it as broken unless a terminal fact
+                            // is already on its way (which flushes this request with the
+                            // rest). Its own completion has come: a later one must not retire
+                            // it as a success, as it does an unsignalled request without one.
+                            p.signaled = true;
+                            match phase {
+                                Phase::Done => {
+                                    out.push(p.wr.completion(DtoStatus::Flushed, 0));
+                                    q.remove(id);
+                                }
+                                Phase::Closing => {}
+                                _ => broken = true,
                             }
                         }
-                    }
-                    Some(p) => {
-                        let status =
-                            if recv && wc.status == sys::ibv_wc_status::IBV_WC_LOC_QP_OP_ERR {
-                                // The core validated the scatter list (keys, bounds, privileges),
-                                // so a receive's WQE cannot be malformed: rxe reports a message
-                                // longer than the receive this way (its copy_data fails with
-                                // EINVAL, not ENOSPC), where hardware reports LOC_LEN_ERR.
-                                DtoStatus::LocalLength
+                        Some(p) => {
+                            let status =
+                                if recv && wc.status == sys::ibv_wc_status::IBV_WC_LOC_QP_OP_ERR {
+                                    // The core validated the scatter list (keys, bounds,
+                                    // privileges), so a receive's WQE cannot be malformed: rxe
+                                    // reports a message longer than the receive this way (its
+                                    // copy_data fails with EINVAL, not ENOSPC), where hardware
+                                    // reports LOC_LEN_ERR.
+                                    DtoStatus::LocalLength
+                                } else {
+                                    status
+                                };
+                            let n = if recv || status != DtoStatus::Success {
+                                wc.byte_len
                             } else {
-                                status
+                                u32::try_from(p.wr.len()).unwrap_or(u32::MAX)
                             };
-                        let n = if recv || status != DtoStatus::Success {
-                            wc.byte_len
-                        } else {
-                            u32::try_from(p.wr.len()).unwrap_or(u32::MAX)
-                        };
-                        let n = if status == DtoStatus::Success { n } else { 0 };
-                        out.push(p.wr.completion(status, n));
-                        broken = status != DtoStatus::Success && st.phase.is_live();
+                            let n = if status == DtoStatus::Success { n } else { 0 };
+                            out.push(p.wr.completion(status, n));
+                            q.remove(id);
+                            broken = status != DtoStatus::Success && phase.is_live();
+                        }
                     }
                 }
             }
@@ -677,8 +703,9 @@ impl Shared {
                 && st.phase == Phase::Connected
                 && !st.sends_outstanding()
         };
-        for c in out {
-            ep.upcalls.completion(c);
+        // By reference: moving the vector into an iterator would copy all of it.
+        for c in &out {
+            ep.upcalls.completion(*c);
         }
         if drained {
             self.fail_ep(&ep, CmFact::Disconnected, false, true);

@@ -33,6 +33,7 @@ mod device;
 mod ep;
 mod ia;
 pub mod params;
+mod queue;
 mod transport;
 mod verbs;
 

@@ -1,7 +1,6 @@
 //! The open IA (`Transport`): opening the device, and every consumer call mapped onto the
 //! shared state of [`crate::ia`] (connection management on rdma_cm, the verbs data path).
 
-use std::collections::BTreeMap;
 use std::io;
 use std::net::{IpAddr, SocketAddr};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -31,6 +30,7 @@ use crate::ia::{
 };
 use crate::not_found;
 use crate::params::{Locator, VerbsParams};
+use crate::queue::SrqSlab;
 use crate::verbs::{ACCESS_MW_BIND, Mr, Mw, Srq, access_flags, may_skip_signal, window_access};
 
 /// `IBV_PORT_ACTIVE`.
@@ -374,13 +374,15 @@ impl Transport for VerbsIa {
             if qp.is_null() || st.phase != Phase::Connected {
                 return Err(not_connected());
             }
-            let id = self.shared.next_wr_id() & !(WR_SRQ | WR_RECV) | WR_BIND;
+            // A sequence number of the send queue: its completion retires the unsignalled
+            // requests before it.
+            let id = st.sends.next_seq() | WR_BIND;
             let range = (b.virtual_address, b.length, window_access(b.privs));
             post_bind(qp, id, &mw, rkey, mr, range).map_err(|e| {
                 tracing::debug!(ia = %self.name, error = %e, "memory window bind post failed");
                 region()
             })?;
-            // Signalled: its completion retires the unsignalled requests before it.
+            st.sends.skip();
             st.sig.run = 0;
             st.binds.insert(id, None);
             (id, mw, rkey, st.cqs.clone())
@@ -438,7 +440,9 @@ impl Transport for VerbsIa {
         if eps.len() >= self.ia_attr.max_eps as usize {
             return Err(DatError::resources(Subtype::ResourceTep));
         }
-        eps.insert(ep, Arc::new(Ep::new(ep, cfg.clone(), up)));
+        // Each endpoint numbers its requests in a range of its own (`queue` module).
+        let base = self.shared.next_wr_id() << 32;
+        eps.insert(ep, Arc::new(Ep::new(ep, cfg.clone(), up, base)));
         Ok(())
     }
 
@@ -652,9 +656,12 @@ impl Transport for VerbsIa {
                         // No completion would come for the tail: a signalled marker behind it
                         // retires it (and the disconnect proceeds) once the device is done.
                         let qp = st.cm.as_ref().map_or(std::ptr::null_mut(), CmId::qp);
-                        let id = self.shared.next_wr_id() & !(WR_SRQ | WR_RECV | WR_BIND);
+                        let id = st.sends.next_seq();
                         match post_marker(qp, id) {
-                            Ok(()) => st.sig.run = 0,
+                            Ok(()) => {
+                                st.sends.skip();
+                                st.sig.run = 0;
+                            }
                             Err(e) => tracing::debug!(
                                 ia = %self.name, ep = ep.id.0, error = %e,
                                 "marker behind unsignalled requests not posted: waiting"
@@ -690,7 +697,6 @@ impl Transport for VerbsIa {
     fn post(&self, ep: EpId, wr: WorkRequest) -> DatResult<()> {
         let ep = self.ep(ep)?;
         let recv = wr.op == PostOp::Recv;
-        let id = self.shared.next_wr_id() & !(WR_SRQ | WR_RECV);
         let full = |e: io::Error| {
             tracing::debug!(error = %e, "post failed");
             match e.raw_os_error() {
@@ -701,18 +707,16 @@ impl Transport for VerbsIa {
         let mut st = lock(&ep.st);
         let qp = st.cm.as_ref().map_or(std::ptr::null_mut(), CmId::qp);
         if recv {
-            let id = id | WR_RECV;
             let posted = !qp.is_null();
             if posted {
-                post_recv(qp, None, id, &wr).map_err(full)?;
+                post_recv(qp, None, st.recvs.next_seq() | WR_RECV, &wr).map_err(full)?;
             }
-            let p = Box::new(Pending {
+            st.recvs.push(Pending {
                 wr,
                 signaled: true,
                 posted,
                 reported: false,
             });
-            st.recvs.insert(id, p);
             return Ok(());
         }
         if qp.is_null() {
@@ -720,21 +724,18 @@ impl Transport for VerbsIa {
             Shared::flush_now(&ep, &wr);
             return Ok(());
         }
-        // Inserted after the post but under the lock the completion's handler takes, so it
-        // waits for this insertion.
+        // Pushed after the post but under the lock the completion's handler takes, so it
+        // waits for this push.
         let mut sig = st.sig;
         let signaled = sig.next(may_skip_signal(wr.flags, wr.op));
-        post_send(qp, id, &wr, (st.max_inline, signaled)).map_err(full)?;
+        post_send(qp, st.sends.next_seq(), &wr, (st.max_inline, signaled)).map_err(full)?;
         st.sig = sig;
-        st.sends.insert(
-            id,
-            Box::new(Pending {
-                wr,
-                signaled,
-                posted: true,
-                reported: false,
-            }),
-        );
+        st.sends.push(Pending {
+            wr,
+            signaled,
+            posted: true,
+            reported: false,
+        });
         Ok(())
     }
 
@@ -752,7 +753,7 @@ impl Transport for VerbsIa {
             srq,
             Arc::new(SrqSlot {
                 srq: Arc::new(s),
-                wrs: Mutex::new(BTreeMap::new()),
+                wrs: Mutex::new(SrqSlab::default()),
             }),
         );
         Ok(())
@@ -763,8 +764,8 @@ impl Transport for VerbsIa {
             .get(&srq)
             .cloned()
             .ok_or_else(|| DatError::invalid_state(Subtype::NoSubtype))?;
-        let id = self.shared.next_wr_id() | WR_SRQ | WR_RECV;
         let mut wrs = lock(&slot.wrs);
+        let id = wrs.next_id() | WR_SRQ | WR_RECV;
         post_recv(std::ptr::null_mut(), Some(slot.srq.as_ptr()), id, &wr).map_err(|e| {
             tracing::debug!(error = %e, "ibv_post_srq_recv failed");
             DatError::resources(Subtype::NoSubtype)
@@ -799,6 +800,10 @@ impl Transport for VerbsIa {
 
     fn progress(&self) -> bool {
         self.shared.progress()
+    }
+
+    fn progress_evd(&self, evd: EvdId) -> bool {
+        self.shared.progress_evd(evd)
     }
 
     fn block(&self, timeout: std::time::Duration) -> bool {

@@ -358,8 +358,9 @@ impl Evd {
                 }
             }
         }
-        let (progressed, handed) =
-            crate::handoff::poll::<EvdInner>(&self.inner, || self.inner.transport.progress());
+        let (progressed, handed) = crate::handoff::poll::<EvdInner>(&self.inner, || {
+            self.inner.transport.progress_evd(self.inner.id)
+        });
         if let Some(c) = handed {
             crate::pace::busy_poll();
             return Ok(Event::dto(c));
