@@ -89,16 +89,17 @@ capi)
         'dat_capi::calls::ep::ep_post_rdma_write'
         'dat::ep_post::<impl dat::ep::Ep>::post_rdma_write'
         'dat_capi::calls::evd::evd_dequeue' 'dat::evd::Evd::dequeue'
-        'dat_capi::calls::convert::event_to_c' 'dat_capi::handle::get')
+        'dat_capi::calls::convert::event_to_c')
     ;;
 datperf)
     need=datperf iters=${RXE_CG_ITERS:-400} what="$iters round trips of each test"
-    # The facade's posts, and the provider's post, poll and completion handling.
+    # The facade's posts, and the provider's post, progress and CQ poll (its completion
+    # handling, `Shared::handle_wc`, is inlined there).
     fns=('dat::ep_post::<impl dat::ep::Ep>::post_send'
         'dat::ep_post::<impl dat::ep::Ep>::post_rdma_write'
         'VerbsIa as dat_core::provider::Transport>::post'
-        'dat_provider_verbs::ia::Shared::poll_cq' 'dat_provider_verbs::ia::Shared::handle_wc'
-        'dat_provider_verbs::ia::Shared::progress')
+        'VerbsIa as dat_core::provider::Transport>::progress'
+        'dat_provider_verbs::ia::Shared::poll_cq')
     ;;
 *) usage ;;
 esac
