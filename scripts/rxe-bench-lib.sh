@@ -1,6 +1,6 @@
 # Shell functions shared by the Soft-RoCE benchmark scripts (sourced, not run):
-# dat-provider-verbs/tests/rxe-lat.sh and rxe-callgrind.sh, dat-capi/tests/rxe-dapltest-p.sh and
-# rxe-callgrind.sh.
+# dat-provider-verbs/tests/rxe-lat.sh, dat-capi/tests/rxe-dapltest-p.sh and
+# scripts/rxe-callgrind.sh.
 
 # rxe_vm NAME: prints the rxe-vm script to use ($RXE_VM, else ../shared/rxe-vm/rxe-vm beside the
 # checkout in $root, else /work/shared/rxe-vm/rxe-vm); without one, says so as NAME and exits 125

@@ -138,8 +138,6 @@ pub struct Node {
     pub ia: Arc<IaState>,
     /// `dat_set_consumer_context` value.
     pub context: AtomicU64,
-    /// Outstanding posts (receive, request) of an EP, for `dat_ep_get_status`.
-    pub outstanding: [AtomicU64; 2],
     /// C-visible storage.
     pub extra: Mutex<Extra>,
     /// The handle's address.
@@ -321,7 +319,6 @@ pub fn insert(
         obj,
         ia,
         context: AtomicU64::new(0),
-        outstanding: [AtomicU64::new(0), AtomicU64::new(0)],
         extra: Mutex::new(Extra::default()),
         addr,
     });

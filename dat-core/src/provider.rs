@@ -242,11 +242,22 @@ pub enum CmFact {
 }
 
 /// Upcalls of one endpoint.
+///
+/// Every request and receive a transport accepts ([`Transport::post`] returned `Ok`) is
+/// reported exactly once: by [`EpUpcalls::completion`], or, for a request posted with
+/// `DAT_COMPLETION_SUPPRESS_FLAG` that succeeded, either so or counted in
+/// [`EpUpcalls::retired`]. The facade counts what is outstanding per endpoint
+/// (`dat_ep_get_status`) from that rule.
 pub trait EpUpcalls: Send + Sync {
     /// A DTO completed.
     fn completion(&self, c: Completion);
     /// A connection fact.
     fn cm(&self, fact: CmFact);
+    /// `n` requests posted with `DAT_COMPLETION_SUPPRESS_FLAG` completed successfully and are
+    /// not reported one by one (a transport that spares itself their upcalls counts them
+    /// here instead). Reported no later than the completion of any request posted after
+    /// them, so that once a consumer has seen that one, none of them counts as outstanding.
+    fn retired(&self, n: u32);
 }
 
 /// A connection request arriving at a service point.

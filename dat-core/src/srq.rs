@@ -171,6 +171,10 @@ impl EpUpcalls for CountTakes {
     fn cm(&self, fact: CmFact) {
         self.inner.cm(fact);
     }
+
+    fn retired(&self, n: u32) {
+        self.inner.retired(n);
+    }
 }
 
 #[cfg(test)]
@@ -268,6 +272,9 @@ mod tests {
         fn cm(&self, fact: CmFact) {
             self.0.lock().unwrap().push(format!("cm {fact:?}"));
         }
+        fn retired(&self, n: u32) {
+            self.0.lock().unwrap().push(format!("retired {n}"));
+        }
     }
 
     impl IaUpcalls for Log {
@@ -300,13 +307,15 @@ mod tests {
         up.completion(completion(DtoOp::Send));
         up.completion(completion(DtoOp::Receive));
         up.cm(CmFact::Disconnected);
+        up.retired(3);
         assert_eq!(
             *log.0.lock().unwrap(),
             [
                 "completion Send",
                 "srq 7 Taken(1)",
                 "completion Receive",
-                "cm Disconnected"
+                "cm Disconnected",
+                "retired 3"
             ]
         );
     }

@@ -82,6 +82,9 @@ pub enum Up {
     Cm(Arc<dyn EpUpcalls>, CmFact),
     /// A connection request (boxed: rare, and it would double the size of every entry).
     Req(Arc<dyn SpUpcalls>, Box<ConnRequest>),
+    /// Requests posted with `SUPPRESS` that completed successfully, counted, not reported
+    /// one by one (`EpUpcalls::retired`).
+    Retired(Arc<dyn EpUpcalls>, u32),
 }
 
 impl Up {
@@ -91,6 +94,7 @@ impl Up {
             Up::Done(u, c) => u.completion(c),
             Up::Cm(u, f) => u.cm(f),
             Up::Req(u, r) => u.connection_request(*r),
+            Up::Retired(u, n) => u.retired(n),
         }
     }
 }
@@ -137,6 +141,9 @@ pub struct DataPath {
     held: VecDeque<WorkRequest>,
     /// Requests in `sent` whose completion the consumer wants (not `SUPPRESS`).
     wanted: usize,
+    /// Suppressed requests completed and let go of, not reported yet (see
+    /// [`DataPath::report_quiet`]).
+    quiet_done: u32,
     /// A graceful disconnect waits for every request: watch the head for all of them.
     closing: bool,
     /// Polls that looked for completions (see [`DataPath::completable`]).
@@ -179,6 +186,7 @@ impl DataPath {
             sent: VecDeque::new(),
             held: VecDeque::new(),
             wanted: 0,
+            quiet_done: 0,
             closing: false,
             head_polls: 0,
             tx_pos: 0,
@@ -340,6 +348,7 @@ impl DataPath {
         out: &mut Ups,
     ) -> Vec<SegList> {
         if let Some(u) = upcalls {
+            self.report_quiet(u, out);
             for s in &self.sent {
                 out.push(Up::Done(u.clone(), s.completion(DtoStatus::Flushed, 0)));
             }
@@ -360,6 +369,7 @@ impl DataPath {
         self.held.clear();
         self.unsent.clear();
         self.wanted = 0;
+        self.quiet_done = 0;
         self.tx_pos = 0;
         self.resps.clear();
         self.rx_write = None;

@@ -319,9 +319,10 @@ impl Shared {
         if out.is_empty() {
             return;
         }
-        if out.len() == 1 && matches!(out[0], Up::Done(..)) {
-            // One completion (a poll that found a message): the facade never calls back
-            // into the transport from a completion upcall, so no re-entry mark is needed.
+        if out.len() == 1 && matches!(out[0], Up::Done(..) | Up::Retired(..)) {
+            // One completion (a poll that found a message) or count of retired requests:
+            // the facade never calls back into the transport from either upcall, so no
+            // re-entry mark is needed.
             if let Some(up) = out.pop() {
                 up.run();
             }

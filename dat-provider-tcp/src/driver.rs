@@ -337,6 +337,7 @@ impl Shared {
             match ev {
                 Event::Completion(c) => ep.upcalls.completion(c),
                 Event::Cm(f) => ep.upcalls.cm(f),
+                Event::Retired(n) => ep.upcalls.retired(n),
             }
         }
         drop(out);

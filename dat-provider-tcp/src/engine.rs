@@ -78,6 +78,9 @@ pub enum Event {
     Completion(Completion),
     /// A connection fact.
     Cm(CmFact),
+    /// This many requests posted with `DAT_COMPLETION_SUPPRESS_FLAG` completed successfully
+    /// (`EpUpcalls::retired`: one event for a run of them, not one each).
+    Retired(u32),
 }
 
 /// How the byte stream under a connection failed.
@@ -703,7 +706,8 @@ impl Engine {
     }
 
     /// The next fact to report. Successful completions of requests posted with
-    /// `DAT_COMPLETION_SUPPRESS_FLAG` are not reported (the consumer would never see them).
+    /// `DAT_COMPLETION_SUPPRESS_FLAG` are not reported one by one (the consumer would never
+    /// see them): a run of them is one [`Event::Retired`].
     pub fn poll_event(&mut self) -> Option<Event> {
         self.events.pop_front()
     }

@@ -111,6 +111,7 @@ macro_rules! conformance_suite {
             dto::cookies_verbatim,
             dto::send_longer_than_recv,
             dto::suppress_flag,
+            dto::status_counts_outstanding,
             dto::completion_flag_codes,
             dto::too_many_segments,
             dto::disconnect_flushes_recvs,

@@ -83,6 +83,31 @@ pub struct EpParam {
     pub config: EpConfig,
 }
 
+/// A snapshot of an endpoint ([`Ep::status`], `dat_ep_get_status`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct EpStatus {
+    /// The state.
+    pub state: EpState,
+    /// Receives posted to the endpoint and not completed (always 0 on an SRQ's endpoint:
+    /// its receives are the SRQ's).
+    pub recvs: u64,
+    /// Sends, RDMA writes and RDMA reads posted and not completed. (Memory window binds
+    /// complete within `Rmr::bind` and never count.)
+    pub requests: u64,
+}
+
+impl EpStatus {
+    /// No receive outstanding (`recv_idle`).
+    pub fn recv_idle(&self) -> bool {
+        self.recvs == 0
+    }
+
+    /// No request outstanding (`request_idle`).
+    pub fn request_idle(&self) -> bool {
+        self.requests == 0
+    }
+}
+
 pub(crate) struct EpCore {
     pub(crate) state: EpState,
     pub(crate) cfg: EpConfig,
@@ -284,6 +309,10 @@ impl EpUpcalls for EpLink {
             ep.on_fact(fact);
         }
     }
+
+    fn retired(&self, n: u32) {
+        self.routes.retired(n);
+    }
 }
 
 impl EpInner {
@@ -462,6 +491,29 @@ impl Ep {
     pub fn state(&self) -> DatResult<EpState> {
         self.inner.check()?;
         Ok(self.inner.core.lock().state)
+    }
+
+    /// The state and what is outstanding (`dat_ep_get_status`).
+    ///
+    /// A post counts from the moment it is accepted until its completion is queued on its
+    /// EVD (or, suppressed, until the transport reports it done), not until the consumer
+    /// dequeues it. A transport notices that suppressed requests finished when something
+    /// else brings the news: the peer's next record or acknowledgement (tcp, shm), or the
+    /// next signalled work completion of the send queue (verbs posts up to 7 suppressed
+    /// requests in a row without a completion of their own). A request posted after them
+    /// whose completion the consumer has seen therefore proves them counted out.
+    ///
+    /// # Errors
+    /// `DAT_INVALID_HANDLE|DAT_INVALID_HANDLE_EP` on a freed EP.
+    pub fn status(&self) -> DatResult<EpStatus> {
+        self.inner.check()?;
+        let state = self.inner.core.lock().state;
+        let (recvs, requests) = self.inner.core.routes().outstanding();
+        Ok(EpStatus {
+            state,
+            recvs,
+            requests,
+        })
     }
 
     /// Parameters (`dat_ep_query`).

@@ -152,7 +152,7 @@ impl Ep {
                 cookie,
                 flags,
             };
-            return inner.ia.transport.post(inner.id, wr);
+            return submit(inner, wr, op == PostOp::Recv);
         }
         inner.check()?;
         let recv = op == PostOp::Recv;
@@ -184,9 +184,23 @@ impl Ep {
             flags,
         };
         if gate == PostGate::Flush {
+            inner.core.routes().posting(recv);
             inner.deliver(wr.completion(DtoStatus::Flushed, 0));
             return Ok(());
         }
-        inner.ia.transport.post(inner.id, wr)
+        submit(inner, wr, recv)
     }
+}
+
+/// Hands `wr` to the transport, counted as outstanding on the endpoint (before: its
+/// completion may be reported on another thread before the transport's call returns).
+#[inline(always)]
+fn submit(inner: &EpInner, wr: WorkRequest, recv: bool) -> DatResult<()> {
+    let routes = inner.core.routes();
+    routes.posting(recv);
+    let r = inner.ia.transport.post(inner.id, wr);
+    if r.is_err() {
+        routes.unpost(recv);
+    }
+    r
 }

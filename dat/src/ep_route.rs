@@ -7,8 +7,14 @@
 //! stay allocated until the endpoint and its link are gone (a modify of the EVDs is a rare
 //! consumer call). The routes hold the EVDs; a transport drops the link at `free_ep` and at
 //! `close` (see `Transport::close`), which ends that hold.
+//!
+//! The routes also count what is outstanding on the endpoint (`dat_ep_get_status`): a post
+//! the transport accepts counts in ([`Routes::posting`]), its completion or retirement
+//! counts out (the rule of `dat_core::provider::EpUpcalls`: each accepted post is reported
+//! exactly once). One atomic add per post and one per completion (or per batch of retired
+//! suppressed requests).
 
-use std::sync::atomic::{AtomicPtr, Ordering};
+use std::sync::atomic::{AtomicPtr, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use dat_core::evd::{DtoCompletion, Signal};
@@ -49,9 +55,21 @@ impl Route {
     }
 }
 
-/// The current route of an endpoint and every route it had.
+/// The receive queue's slot in [`Routes`]' counts.
+const RECV: usize = 0;
+/// The request queue's slot in [`Routes`]' counts.
+const REQUEST: usize = 1;
+
+/// The current route of an endpoint and every route it had, and the count of its posts
+/// outstanding.
 pub(crate) struct Routes {
     ep: EpId,
+    /// The endpoint takes its receives from an SRQ: receive completions were posted to the
+    /// SRQ, not counted here (fixed at creation, as the binding).
+    srq: bool,
+    /// Posts outstanding: receives, requests (counted in before the transport sees a post,
+    /// so a completion never counts out one that is not in yet).
+    outstanding: [AtomicU64; 2],
     /// The current route: never null, always `Arc::as_ptr` of an entry of `all`.
     current: AtomicPtr<Route>,
     /// Every route published, the current one last. Entries are only ever added, so each
@@ -64,6 +82,8 @@ impl Routes {
         let first = Arc::new(Route::of(core));
         Routes {
             ep,
+            srq: core.srq.is_some(),
+            outstanding: [AtomicU64::new(0), AtomicU64::new(0)],
             current: AtomicPtr::new(Arc::as_ptr(&first).cast_mut()),
             all: Mutex::new(vec![first]),
         }
@@ -92,8 +112,43 @@ impl Routes {
         self.current.store(p, Ordering::Release);
     }
 
-    /// Queues a DTO completion on the right EVD, applying SUPPRESS and UNSIGNALLED.
+    /// Counts in a post of a receive (`recv`) or a request, before it goes to the
+    /// transport; [`Routes::unpost`] takes it back if the transport refuses it.
+    #[inline]
+    pub(crate) fn posting(&self, recv: bool) {
+        self.outstanding[if recv { RECV } else { REQUEST }].fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Counts out a post the transport refused.
+    #[cold]
+    pub(crate) fn unpost(&self, recv: bool) {
+        self.outstanding[if recv { RECV } else { REQUEST }].fetch_sub(1, Ordering::Relaxed);
+    }
+
+    /// Counts out `n` requests posted with SUPPRESS that completed successfully without an
+    /// upcall each (`EpUpcalls::retired`).
+    pub(crate) fn retired(&self, n: u32) {
+        self.outstanding[REQUEST].fetch_sub(u64::from(n), Ordering::Relaxed);
+    }
+
+    /// Receives and requests posted whose completion has not been reported yet.
+    pub(crate) fn outstanding(&self) -> (u64, u64) {
+        // Never below zero by the rule above; read as signed all the same, so that a
+        // transport breaking it shows an idle queue rather than 2^64 - 1 posts.
+        let load = |q: usize| {
+            let v = self.outstanding[q].load(Ordering::Relaxed);
+            u64::try_from(v.cast_signed()).unwrap_or(0)
+        };
+        (load(RECV), load(REQUEST))
+    }
+
+    /// Queues a DTO completion on the right EVD, applying SUPPRESS and UNSIGNALLED, and
+    /// counts its post out.
     pub(crate) fn deliver(&self, c: Completion) {
+        let recv = c.op == DtoOp::Receive;
+        if !(recv && self.srq) {
+            self.outstanding[if recv { RECV } else { REQUEST }].fetch_sub(1, Ordering::Relaxed);
+        }
         if c.status == DtoStatus::Success && c.flags.contains(CompletionFlags::SUPPRESS) {
             return;
         }
@@ -115,11 +170,7 @@ impl Routes {
             rmr_context: 0,
         };
         let route = self.current();
-        let evd = if c.op == DtoOp::Receive {
-            &route.recv
-        } else {
-            &route.request
-        };
+        let evd = if recv { &route.recv } else { &route.request };
         match evd {
             Some(evd) => evd.push_dto(dto, signal),
             None => tracing::warn!(

@@ -38,7 +38,7 @@ pub use dat_core::evd::{AsyncHandle, DtoCompletion, Event, EventData};
 pub use dat_core::mem::Buffer;
 pub use dat_core::provider::EpConfig;
 pub use dat_core::{DatError, DatResult, ErrorType, Subtype, types};
-pub use ep::{ConnectFlags, Ep, EpModify, EpParam, EpParams};
+pub use ep::{ConnectFlags, Ep, EpModify, EpParam, EpParams, EpStatus};
 pub use evd::{Cno, Evd};
 pub use ia::Ia;
 pub use mem::{Lmr, LmrParam, Pz, Rmr, RmrParam};

@@ -225,7 +225,6 @@ pub fn event_to_c(ev: &Event, evd: DatHandle, ia: &Arc<IaState>) -> DatEvent {
     match &ev.data {
         EventData::Dto(d) => {
             let ep = ia.ep_handle(d.ep);
-            crate::calls::ep::completed(ep, d.operation);
             c.event_data.dto_completion_event_data = crate::abi::DatDtoCompletionEventData {
                 ep_handle: ep,
                 user_cookie: DatContext::from_u64(d.cookie.0),

@@ -1,7 +1,6 @@
 //! Endpoint slots: 26-37, 55, 60-62.
 
-use dat::types::{CloseFlags, Cookie, DtoOp, Timeout};
-use std::sync::atomic::Ordering;
+use dat::types::{CloseFlags, Cookie, Timeout};
 
 use dat::{ConnectFlags, DatError, DatResult, EpModify, EpParams, ErrorType, Subtype};
 
@@ -12,24 +11,8 @@ use crate::abi::{
 use crate::calls::convert::{completion_flags, ep_attr_from_c, ep_attr_to_c, qos};
 use crate::calls::{ep_of, ia_of, opt_evd, opt_node, pz_of, srq_of};
 use crate::ffi::{arg, boolean, guard, private_data, put, put_req, triplets};
-use crate::handle::{self, Kind, Node, Obj};
+use crate::handle::{self, Kind, Obj};
 use crate::state::{sockaddr_from, sockaddr_to};
-
-const RECV: usize = 0;
-const REQUEST: usize = 1;
-
-/// Counts a completion against the EP's outstanding posts (for `dat_ep_get_status`).
-pub(crate) fn completed(ep: DatHandle, op: DtoOp) {
-    if let Ok(n) = handle::get(ep, Kind::Ep, DatError::invalid_handle(Subtype::NoSubtype)) {
-        let q = match op {
-            DtoOp::Receive | DtoOp::ReceiveWithInvalidate => RECV,
-            _ => REQUEST,
-        };
-        // Saturating: a reset between the post and its completion zeroes the count.
-        let _ = n.outstanding[q]
-            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |v| v.checked_sub(1));
-    }
-}
 
 #[allow(clippy::too_many_arguments)]
 fn create(
@@ -327,17 +310,12 @@ pub(crate) unsafe extern "C" fn ep_disconnect(ep: DatHandle, flags: u32) -> DatR
 /// Runs a DTO call on the EP behind a handle, borrowed under its slot's read lock (nothing
 /// cloned, no reference count).
 #[inline]
-fn with_ep<R>(ep: DatHandle, f: impl FnOnce(&Node, &dat::Ep) -> DatResult<R>) -> DatResult<R> {
+fn with_ep<R>(ep: DatHandle, f: impl FnOnce(&dat::Ep) -> DatResult<R>) -> DatResult<R> {
     let bad = DatError::invalid_handle(Subtype::InvalidHandleEp);
     handle::with(ep, Kind::Ep, bad, |n| match &n.obj {
-        Obj::Ep(e) => f(n, e),
+        Obj::Ep(e) => f(e),
         _ => Err(bad),
     })
-}
-
-/// Counts a successful post on queue `q` of `n`.
-fn count_post(n: &Node, q: usize) {
-    n.outstanding[q].fetch_add(1, Ordering::Relaxed);
 }
 
 pub(crate) unsafe extern "C" fn ep_post_send(
@@ -348,13 +326,11 @@ pub(crate) unsafe extern "C" fn ep_post_send(
     flags: u32,
 ) -> DatReturn {
     guard("ep_post_send", || {
-        with_ep(ep, |n, e| {
+        with_ep(ep, |e| {
             // SAFETY: the consumer's IOV of `num_segments` triplets, read during this call only.
             let iov = unsafe { triplets(num_segments, local_iov, 2)? };
             let f = completion_flags(flags, 5)?;
-            e.post_send(iov, Cookie(cookie.value()), f)?;
-            count_post(n, REQUEST);
-            Ok(())
+            e.post_send(iov, Cookie(cookie.value()), f)
         })
     })
 }
@@ -367,13 +343,11 @@ pub(crate) unsafe extern "C" fn ep_post_recv(
     flags: u32,
 ) -> DatReturn {
     guard("ep_post_recv", || {
-        with_ep(ep, |n, e| {
+        with_ep(ep, |e| {
             // SAFETY: the consumer's IOV of `num_segments` triplets, read during this call only.
             let iov = unsafe { triplets(num_segments, local_iov, 2)? };
             let f = completion_flags(flags, 5)?;
-            e.post_recv(iov, Cookie(cookie.value()), f)?;
-            count_post(n, RECV);
-            Ok(())
+            e.post_recv(iov, Cookie(cookie.value()), f)
         })
     })
 }
@@ -387,7 +361,7 @@ fn rdma(
     flags: u32,
     write: bool,
 ) -> Result<(), DatError> {
-    with_ep(ep, |n, e| {
+    with_ep(ep, |e| {
         // SAFETY: the consumer's IOV of `num_segments` triplets, read during this call only.
         let iov = unsafe { triplets(num_segments, local_iov, 2)? };
         if remote_iov.is_null() {
@@ -398,12 +372,10 @@ fn rdma(
         let f = completion_flags(flags, 6)?;
         let c = Cookie(cookie.value());
         if write {
-            e.post_rdma_write(iov, c, remote, f)?;
+            e.post_rdma_write(iov, c, remote, f)
         } else {
-            e.post_rdma_read(iov, c, remote, f)?;
+            e.post_rdma_read(iov, c, remote, f)
         }
-        count_post(n, REQUEST);
-        Ok(())
     })
 }
 
@@ -448,14 +420,13 @@ pub(crate) unsafe extern "C" fn ep_get_status(
     request_idle: *mut DatBoolean,
 ) -> DatReturn {
     guard("ep_get_status", || {
-        let (n, e) = ep_of(ep)?;
-        let st = e.state()?;
-        let idle = |q: usize| boolean(n.outstanding[q].load(Ordering::Relaxed) == 0);
+        let (_, e) = ep_of(ep)?;
+        let st = e.status()?;
         // SAFETY: consumer OUT pointers (state required, the idle flags optional).
         unsafe {
-            put_req(state, st as u32, 2)?;
-            put(recv_idle, idle(RECV));
-            put(request_idle, idle(REQUEST));
+            put_req(state, st.state as u32, 2)?;
+            put(recv_idle, boolean(st.recv_idle()));
+            put(request_idle, boolean(st.request_idle()));
         }
         Ok(())
     })
@@ -475,9 +446,6 @@ pub(crate) unsafe extern "C" fn ep_reset(ep: DatHandle) -> DatReturn {
         let (n, e) = ep_of(ep)?;
         e.reset()?;
         n.extra().private_data.clear();
-        for q in &n.outstanding {
-            q.store(0, Ordering::Relaxed);
-        }
         Ok(())
     })
 }

@@ -72,16 +72,32 @@ impl DataPath {
             }
             any = true;
             // A successful completion the consumer suppressed is dropped by the core
-            // anyway: no upcall for it (the common case of a streaming sender).
-            if !s.quiet() {
+            // anyway: no upcall for it (the common case of a streaming sender), only a
+            // count for the run, reported before the next completion.
+            if s.quiet() {
+                self.quiet_done = self.quiet_done.saturating_add(1);
+            } else {
                 self.wanted = self.wanted.saturating_sub(1);
+                self.report_quiet(upcalls, out);
                 out.push(Up::Done(
                     upcalls.clone(),
                     s.completion(DtoStatus::Success, s.len),
                 ));
             }
         }
+        self.report_quiet(upcalls, out);
         any
+    }
+
+    /// Queues the count of suppressed requests completed since the last report
+    /// (`EpUpcalls::retired`), if any. Called before any later completion is queued and
+    /// whenever `retire` runs, so that the count is out before the consumer can see a
+    /// completion of a request posted after them.
+    pub(super) fn report_quiet(&mut self, upcalls: &Arc<dyn EpUpcalls>, out: &mut Ups) {
+        if self.quiet_done > 0 {
+            out.push(Up::Retired(upcalls.clone(), self.quiet_done));
+            self.quiet_done = 0;
+        }
     }
 
     /// [`DataPath::retire`] of the oldest requests as long as their completions are
@@ -97,6 +113,7 @@ impl DataPath {
             if s.held {
                 self.held.pop_front();
             }
+            self.quiet_done = self.quiet_done.saturating_add(1);
         }
     }
 }

@@ -5,14 +5,19 @@ use dat_core::provider::{CmFact, EpUpcalls};
 use dat_core::types::CompletionFlags;
 use std::os::fd::AsRawFd;
 use std::sync::Mutex;
+use std::sync::atomic::{AtomicU32, Ordering};
 
+/// Completions reported, and the count of suppressed requests retired.
 #[derive(Default)]
-struct Log(Mutex<Vec<Completion>>);
+struct Log(Mutex<Vec<Completion>>, AtomicU32);
 impl EpUpcalls for Log {
     fn completion(&self, c: Completion) {
         self.0.lock().unwrap().push(c);
     }
     fn cm(&self, _f: CmFact) {}
+    fn retired(&self, n: u32) {
+        self.1.fetch_add(n, Ordering::Relaxed);
+    }
 }
 
 /// A target data path over a fresh segment, and the hostile peer's producer.
@@ -297,6 +302,11 @@ fn a_send_completes_once_its_target_took_it_without_an_ack_record() {
     assert_eq!(sa.pump(&mut a), Ok(true));
     assert_eq!(sa.done(), vec![(DtoStatus::Success, 4)]);
     assert_eq!(a.outstanding(), 0, "the reply acknowledged the send");
+    assert_eq!(
+        sa.log.1.load(Ordering::Relaxed),
+        1,
+        "and the suppressed send was counted out"
+    );
     assert_eq!(sb.done(), vec![(DtoStatus::Success, 100)]);
     // A failure is acknowledged by a record: the receive is too short.
     a.post(wr(PostOp::Send, &buf, 16, 0));

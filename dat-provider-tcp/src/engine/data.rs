@@ -132,14 +132,26 @@ impl Engine {
             }
             if let Some(p) = self.outstanding.pop_front() {
                 self.tx_idx = self.tx_idx.saturating_sub(1);
-                // A successful completion the consumer suppressed is never delivered: not
-                // reporting it spares an upcall per message (errors are always reported).
-                if !p.wr.flags.contains(CompletionFlags::SUPPRESS) {
+                // A successful completion the consumer suppressed is never delivered: it is
+                // counted into one `Retired` for the run, not reported each (errors are
+                // always reported).
+                if p.wr.flags.contains(CompletionFlags::SUPPRESS) {
+                    self.retired_one();
+                } else {
                     self.events.push_back(Event::Completion(
                         p.wr.completion(DtoStatus::Success, p.len),
                     ));
                 }
             }
+        }
+    }
+
+    /// Counts a suppressed request that succeeded into the [`Event::Retired`] at the back of
+    /// the events (a new one if another fact is last).
+    fn retired_one(&mut self) {
+        match self.events.back_mut() {
+            Some(Event::Retired(n)) if *n < u32::MAX => *n += 1,
+            _ => self.events.push_back(Event::Retired(1)),
         }
     }
 

@@ -2,7 +2,7 @@
 //! flags, cookies and lengths, shared receive queues.
 
 use dat::types::{CloseFlags, CompletionFlags, Cookie, DtoOp, DtoStatus, EpAttr, EventNumber};
-use dat::{AsyncHandle, DatError, Ep, EpState, EventData};
+use dat::{AsyncHandle, DatError, Ep, EpState, EpStatus, EventData};
 
 use crate::Outcome;
 use crate::harness::{
@@ -262,6 +262,101 @@ pub fn suppress_flag(t: &dyn Target) -> Outcome {
     // Only the second send reports.
     expect_completion(&p.a.req, &p.a.ep, 11, DtoStatus::Success, DtoOp::Send, 4);
     assert_empty(&p.a.req);
+    Outcome::Pass
+}
+
+/// `dat_ep_get_status`: a post counts as outstanding until its completion is queued.
+/// Requests posted with SUPPRESS (no event ever comes for them) count out when they
+/// retire, which the completion of a request posted after them proves; receives flushed by
+/// a disconnect count out as their flushes are queued.
+pub fn status_counts_outstanding(t: &dyn Target) -> Outcome {
+    // More than the run of requests verbs posts without a work completion of their own (7).
+    let n = 20u64;
+    let p = deep_pair(t, 64);
+    let idle = |state| EpStatus {
+        state,
+        recvs: 0,
+        requests: 0,
+    };
+    assert_eq!(p.a.ep.status(), Ok(idle(EpState::Connected)));
+    for i in 0..=n {
+        post_recv(&p.b, &p.b.ep, i * 64, 64, 100 + i);
+    }
+    let st = p.b.ep.status().unwrap();
+    assert_eq!((st.recvs, st.requests), (n + 1, 0));
+    assert!(!st.recv_idle() && st.request_idle());
+
+    // Sends: n suppressed, then one reported.
+    for i in 0..n {
+        p.a.ep
+            .post_send(
+                &[p.a.lmr.triplet(0, 4)],
+                Cookie(i),
+                CompletionFlags::SUPPRESS,
+            )
+            .unwrap();
+    }
+    post_send(&p.a, &p.a.ep, 0, 4, 999);
+    let st = p.a.ep.status().unwrap();
+    assert!(st.requests <= n + 1 && st.recvs == 0, "{st:?}");
+    for i in 0..=n {
+        expect_completion(
+            &p.b.recv,
+            &p.b.ep,
+            100 + i,
+            DtoStatus::Success,
+            DtoOp::Receive,
+            4,
+        );
+    }
+    assert_eq!(p.b.ep.status(), Ok(idle(EpState::Connected)));
+    expect_completion(&p.a.req, &p.a.ep, 999, DtoStatus::Success, DtoOp::Send, 4);
+    assert_eq!(
+        p.a.ep.status(),
+        Ok(idle(EpState::Connected)),
+        "the suppressed sends retired before the last one"
+    );
+
+    // RDMA writes, no receive involved: n suppressed, then a read.
+    for i in 0..n {
+        p.a.ep
+            .post_rdma_write(
+                &[p.a.lmr.triplet(0, 8)],
+                Cookie(i),
+                p.b.lmr.rmr_triplet(i * 8, 8),
+                CompletionFlags::SUPPRESS,
+            )
+            .unwrap();
+    }
+    p.a.ep
+        .post_rdma_read(
+            &[p.a.lmr.triplet(4096, 8)],
+            Cookie(998),
+            p.b.lmr.rmr_triplet(0, 8),
+            CompletionFlags::DEFAULT,
+        )
+        .unwrap();
+    expect_completion(
+        &p.a.req,
+        &p.a.ep,
+        998,
+        DtoStatus::Success,
+        DtoOp::RdmaRead,
+        8,
+    );
+    assert_empty(&p.a.req);
+    assert_eq!(p.a.ep.status(), Ok(idle(EpState::Connected)));
+
+    // Receives flushed by the peer's disconnect.
+    post_recv(&p.b, &p.b.ep, 0, 64, 1);
+    post_recv(&p.b, &p.b.ep, 64, 64, 2);
+    assert_eq!(p.b.ep.status().map(|s| s.recvs), Ok(2));
+    p.a.ep.disconnect(CloseFlags::Graceful).unwrap();
+    expect_conn(&p.b.conn, EventNumber::Disconnected, &p.b.ep);
+    for c in [1, 2] {
+        expect_completion(&p.b.recv, &p.b.ep, c, DtoStatus::Flushed, DtoOp::Receive, 0);
+    }
+    assert_eq!(p.b.ep.status(), Ok(idle(EpState::Disconnected)));
     Outcome::Pass
 }
 

@@ -48,6 +48,41 @@ fn zero_length_send_consumes_a_receive() {
     assert_eq!(p.b.read(dst.0), vec![5u8; 4]);
 }
 
+#[test]
+fn suppressed_successes_are_counted_before_the_next_completion() {
+    let mut p = Pair::connected();
+    let src = p.a.register(b"abcd");
+    let dst = p.b.register(&[0u8; 64]);
+    for i in 0..6 {
+        p.b.e.post(p.b.wr(PostOp::Recv, &[tri(dst, i * 8, 8)], i));
+    }
+    let quiet = |p: &Pair, cookie| {
+        let mut wr = p.a.wr(PostOp::Send, &[tri(src, 0, 4)], cookie);
+        wr.flags = CompletionFlags::SUPPRESS;
+        wr
+    };
+    for c in [20, 21] {
+        let wr = quiet(&p, c);
+        p.a.e.post(wr);
+    }
+    p.a.e.post(p.a.wr(PostOp::Send, &[tri(src, 0, 4)], 22));
+    for c in [23, 24, 25] {
+        let wr = quiet(&p, c);
+        p.a.e.post(wr);
+    }
+    p.run();
+    assert_eq!(p.b.take().len(), 6);
+    // One count for each run, in posting order with the completion between them.
+    assert_eq!(
+        p.a.take(),
+        vec![
+            Event::Retired(2),
+            done(22, DtoStatus::Success, 4, DtoOp::Send),
+            Event::Retired(3),
+        ]
+    );
+}
+
 fn pattern(n: usize, seed: u8) -> Vec<u8> {
     (0..n)
         .map(|i| (i as u8).wrapping_mul(31).wrapping_add(seed))
