@@ -376,6 +376,9 @@ fn a_handle_freed_under_a_concurrent_user() {
         );
     }
     let freed = std::sync::atomic::AtomicBool::new(false);
+    // The user's first success: the free waits for it (a fixed pause let a loaded machine
+    // free the handle before the user thread ever ran, and `ok > 0` failed).
+    let answered = std::sync::atomic::AtomicBool::new(false);
     let h = ep as usize;
     std::thread::scope(|s| {
         let user = s.spawn(|| {
@@ -391,6 +394,7 @@ fn a_handle_freed_under_a_concurrent_user() {
                     0 => {
                         assert!(!done, "a freed handle answered");
                         ok += 1;
+                        answered.store(true, std::sync::atomic::Ordering::Release);
                     }
                     rc => {
                         assert_eq!(rc, bad(EP));
@@ -404,7 +408,15 @@ fn a_handle_freed_under_a_concurrent_user() {
                 }
             }
         });
-        std::thread::sleep(std::time::Duration::from_millis(20));
+        // Bounded: a handle that never answers is caught by `ok > 0` below.
+        let until = std::time::Instant::now() + std::time::Duration::from_secs(30);
+        while !answered.load(std::sync::atomic::Ordering::Acquire)
+            && std::time::Instant::now() < until
+        {
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
+        // Some more concurrent calls before the free.
+        std::thread::sleep(std::time::Duration::from_millis(5));
         // SAFETY: a live handle.
         let rc = unsafe { (t.ep_free_func)(h as DatHandle) };
         // Told before the check, so that a failed free fails the test instead of hanging it.

@@ -127,12 +127,12 @@ if [ -n "${STOCK_DAT_CONF:-}" ]; then
     export DAT_CONF
 fi
 
-# Waits (up to 10 s) until the server in the background says it waits for clients (plus a
+# Waits (up to 30 s: a loaded machine can be slow to start a process) until the server in the background says it waits for clients (plus a
 # moment for its PSP), or has exited. (dtest v2 creates its PSP only after its server-info
 # exchange with the client, so its client may still connect first: see pair.)
 wait_ready() { # server-log server-pid
     local i
-    for i in $(seq 100); do
+    for i in $(seq 300); do
         # -s: the background shell may not have created the log yet.
         if grep -Eqsi 'waiting for (client connection|connect request)|ready on port' "$1"; then
             sleep 0.5
@@ -253,9 +253,15 @@ for ia in $ias; do
         case0 case1 case2 case3 case4 case5 case6 case7 case8 case9 case10 case11 case12 case14 case16 case17
     want "$ia-T-SR" "$ia-T-RW" "$ia-T-RR" "$ia-T-V" "$ia-P-RW" "$ia-P-RR" "$ia-L" "$ia-L-psp" \
         "$ia-F-hwconn" "$ia-F-endpoint" "$ia-F-pz" "$ia-F-mem" "$ia-Q" "$ia-dapltest-server" || continue
-    timeout $((T * 10)) dapltest -T S -D "$ia" >"$work/$ia-dapltest-server.log" 2>&1 &
+    timeout $((T * 10)) stdbuf -oL dapltest -T S -D "$ia" >"$work/$ia-dapltest-server.log" 2>&1 &
     spid=$!
-    sleep 1
+    # The clients start once the server says its service point is ready (a fixed 1 s pause
+    # was not enough for a loaded machine), bounded by 30 s.
+    for _ in $(seq 300); do
+        grep -qs 'Service Point Ready' "$work/$ia-dapltest-server.log" && break
+        kill -0 $spid 2>/dev/null || break
+        sleep 0.1
+    done
     dt "$ia-T-SR" -T T -s $h -D "$ia" -i 100 -t 1 -w 1 client SR 256 server SR 256
     dt "$ia-T-RW" -T T -s $h -D "$ia" -i 1000 client SR 256 server RW 4096 server SR 256
     dt "$ia-T-RR" -T T -s $h -D "$ia" -i 1000 client SR 256 server RR 4096 server SR 256

@@ -416,7 +416,11 @@ mod tests {
     use super::*;
     use crate::side::Mode;
 
+    /// The timeout of a wait the test expects to expire.
     const T: Duration = Duration::from_millis(300);
+    /// The timeout of a wait the test expects to succeed: a loaded machine can stall a
+    /// thread for seconds, so never `T` there.
+    const LONG: Duration = Duration::from_secs(30);
 
     fn opts() -> RunOpts {
         RunOpts {
@@ -424,6 +428,19 @@ mod tests {
             budget: Duration::from_millis(20),
             timeout: T,
         }
+    }
+
+    /// A client connected with [`LONG`] timeouts, which then waits at most `timeout`.
+    fn connected(reg: &dat::Registry, ch: Channel, timeout: Duration) -> Client {
+        let side = Side::open(reg, Some("a"), 4096, Mode::Poll, LONG).unwrap();
+        let opts = RunOpts {
+            timeout: LONG,
+            ..opts()
+        };
+        let mut c = Client::connect(side, ch, Ipv4Addr::LOCALHOST.into(), opts).unwrap();
+        c.side.timeout = timeout;
+        c.opts.timeout = timeout;
+        c
     }
 
     /// A control socket pair: the client's channel and the raw server end.
@@ -471,7 +488,7 @@ mod tests {
     #[test]
     fn a_server_that_goes_silent_mid_chunk_times_out() {
         let reg = crate::testutil::registry();
-        let server = Side::open(&reg, Some("b"), 4096, Mode::Poll, T).unwrap();
+        let server = Side::open(&reg, Some("b"), 4096, Mode::Poll, LONG).unwrap();
         let (ch, raw) = control();
         // The server accepts, answers the first command with `ready` and then does nothing.
         let h = thread::spawn(move || {
@@ -499,33 +516,41 @@ mod tests {
                 .unwrap()
                 .accept(Some(&server.ep), HELLO_PDATA)
                 .unwrap();
-            let _ = ch.recv::<ToServer>(Duration::from_secs(10)).unwrap();
+            let _ = ch.recv::<ToServer>(LONG).unwrap();
             ch.send(&ToClient::Ready).unwrap();
-            // Keep the connection up until the client gives up and closes the control socket.
-            let _ = ch.recv::<ToServer>(Duration::from_secs(10));
+            // Keep the connection up until the client gives up and closes the control socket
+            // (bounded far beyond the client's wait: giving up first would flush the client's
+            // receive, and the test would see that instead of the client's own timeout).
+            let _ = ch.recv::<ToServer>(10 * LONG);
             drop(server);
         });
-        let mut c =
-            Client::connect(client_side(&reg), ch, Ipv4Addr::LOCALHOST.into(), opts()).unwrap();
+        // Connected with long timeouts (a stall must not fail the setup), then `T`.
+        let mut c = connected(&reg, ch, T);
         let start = Instant::now();
         let e = c.measure(Test::LatSend, 8, 10);
         assert!(matches!(e, Err(PerfError::Timeout(_))), "{e:?}");
-        assert!(start.elapsed() < Duration::from_secs(5));
+        // Its own timeout, long before the server would give up. Polled waits count their
+        // polls and read the clock only every 256th; a poller that shares its core yields on
+        // every empty poll, so a 300 ms timeout took up to about 20 s on a loaded machine.
+        let took = start.elapsed();
+        assert!(took < 4 * LONG, "{took:?}");
         drop(c);
         h.join().unwrap();
     }
 
     #[test]
     fn a_one_sided_chunk_may_outlast_the_servers_timeout_for_one_event() {
+        // The server's timeout for one event: short enough for the chunk below to outlast it,
+        // long enough for its accept to survive a stalled client (300 ms did not, loaded).
+        const SERVER_T: Duration = Duration::from_secs(3);
         let reg = crate::testutil::registry();
-        let server = Side::open(&reg, Some("b"), 4096, Mode::Poll, T).unwrap();
+        let server = Side::open(&reg, Some("b"), 4096, Mode::Poll, SERVER_T).unwrap();
         let (ch, raw) = control();
         let h = thread::spawn(move || {
             let mut ch = Channel::new(raw).unwrap();
-            crate::server::serve_session(&server, &mut ch, Duration::from_secs(10))
+            crate::server::serve_session(&server, &mut ch, LONG)
         });
-        let mut c =
-            Client::connect(client_side(&reg), ch, Ipv4Addr::LOCALHOST.into(), opts()).unwrap();
+        let mut c = connected(&reg, ch, LONG);
         c.start(&ToServer::Run {
             test: Test::BwWrite,
             size: 8,
@@ -544,8 +569,9 @@ mod tests {
         )
         .unwrap();
         s.completion().unwrap();
-        // A slow chunk: the server sees no event until the fence, later than its timeout.
-        thread::sleep(3 * T);
+        // A slow chunk: the server sees no event until the fence, later than its timeout (its
+        // wait began before this write).
+        thread::sleep(SERVER_T + Duration::from_secs(1));
         fence(s, 0).unwrap();
         c.close().unwrap();
         h.join().unwrap().unwrap();

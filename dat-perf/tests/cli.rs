@@ -136,11 +136,32 @@ fn server_and_client_processes_measure_over_tcp() {
         let l = TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).unwrap();
         l.local_addr().unwrap().port().to_string()
     };
-    let server = datperf(&dir, &["server", "--once", "--port", &port])
+    let mut server = datperf(&dir, &["server", "--once", "--port", &port])
         .spawn()
         .unwrap();
-    // The server prints its control address once it listens.
-    std::thread::sleep(Duration::from_millis(300));
+    // The server prints its control address once it listens: the client starts after that
+    // line (a fixed pause was too short for a loaded machine, where the client then found
+    // nobody listening). Bounded: a reader thread hands the line over.
+    let first = {
+        let out = server.stdout.take().unwrap();
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let mut r = std::io::BufReader::new(out);
+            let mut line = String::new();
+            let _ = std::io::BufRead::read_line(&mut r, &mut line);
+            let mut rest = String::new();
+            let _ = tx.send(line);
+            let _ = std::io::Read::read_to_string(&mut r, &mut rest);
+        });
+        rx.recv_timeout(Duration::from_secs(60))
+            .expect("the server prints its control address")
+    };
+    assert!(
+        first.starts_with(&format!(
+            "datperf server: control socket on 127.0.0.1:{port} "
+        )),
+        "{first}"
+    );
     let client = run(
         &dir,
         &[
@@ -166,13 +187,6 @@ fn server_and_client_processes_measure_over_tcp() {
         text(&client.stdout)
     );
     assert!(server.status.success(), "{}", text(&server.stderr));
-    assert!(
-        text(&server.stdout).starts_with(&format!(
-            "datperf server: control socket on 127.0.0.1:{port}"
-        )),
-        "{}",
-        text(&server.stdout)
-    );
 }
 
 #[test]

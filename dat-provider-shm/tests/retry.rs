@@ -53,8 +53,9 @@ fn a_connect_made_before_the_psp_exists_is_established() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
-/// Nobody ever listens: `NON_PEER_REJECTED` once the window has passed, not before; with
-/// no window, at once.
+/// Nobody ever listens: `NON_PEER_REJECTED` once the window has passed, not before (and
+/// not the consumer's `TIMED_OUT`: the window ends first); with no window, the connect's own
+/// attempt is the only one.
 #[test]
 fn nobody_listening_is_non_peer_rejected_after_the_window() {
     let dir = scratch("retry-nobody");
@@ -64,19 +65,24 @@ fn nobody_listening_is_non_peer_rejected_after_the_window() {
     s.connect(5101, b"", WAIT);
     assert_eq!(cm(&s.conn).0, EventNumber::NonPeerRejected);
     let took = start.elapsed();
-    assert!(
-        took >= Duration::from_millis(300) && took < Duration::from_secs(5),
-        "{took:?}"
-    );
+    assert!(took >= Duration::from_millis(300), "{took:?}");
     s.ia.close(CloseFlags::Abrupt).unwrap();
 
+    // No window: a listener made right after the connect returns never sees the request,
+    // however slow the machine (an ordering, not a duration: the attempt the connect makes
+    // is refused before it returns, and nothing retries it).
     let reg = registry(&dir, ", connect_retry_ms = 0");
-    let s = Side::new(&reg);
-    let start = Instant::now();
+    let (s, l) = (Side::new(&reg), Side::new(&reg));
     s.connect(5101, b"", WAIT);
+    let (sp, cr_evd) = listen(&l.ia, 5101);
     assert_eq!(cm(&s.conn).0, EventNumber::NonPeerRejected);
-    assert!(start.elapsed() < Duration::from_millis(300));
+    assert!(
+        cr_evd.dequeue().is_err(),
+        "a connect with no retry window was retried"
+    );
+    sp.free().unwrap();
     s.ia.close(CloseFlags::Abrupt).unwrap();
+    l.ia.close(CloseFlags::Abrupt).unwrap();
     assert!(entries(&dir).is_empty(), "{:?}", entries(&dir));
     let _ = std::fs::remove_dir_all(&dir);
 }
@@ -91,11 +97,10 @@ fn a_shorter_consumer_timeout_is_timed_out_and_a_disconnect_stops_the_retries() 
     let start = Instant::now();
     a.connect(5102, b"", Timeout(100_000));
     assert_eq!(cm(&a.conn).0, EventNumber::TimedOut);
+    // Not before the consumer's 100 ms (and TIMED_OUT, not NON_PEER_REJECTED: the retries
+    // stopped at the timeout, long before their 10 s window).
     let took = start.elapsed();
-    assert!(
-        took >= Duration::from_millis(100) && took < Duration::from_secs(5),
-        "{took:?}"
-    );
+    assert!(took >= Duration::from_millis(100), "{took:?}");
 
     a.ep.reset().unwrap();
     a.connect(5102, b"", WAIT);

@@ -14,7 +14,9 @@ use dat::types::{ConnQual, EventNumber, PspFlags};
 /// refused connect is retried and reaches the listener once it exists.
 #[test]
 fn a_connect_made_before_the_listener_exists_is_established() {
-    let a = Node::new();
+    // A retry window far past the pause below: with the default (500 ms) a loaded machine
+    // that stalls this thread between the connect and the listen ends the retries first.
+    let a = Node::with_params("address = \"127.0.0.1\", connect_retry_ms = 30000");
     let b = Node::new();
     let qual = ConnQual(u64::from(free_port()));
     a.connect(&b, qual, b"early");

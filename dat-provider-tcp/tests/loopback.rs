@@ -79,10 +79,12 @@ fn consumer_timeout_is_timed_out() {
     let a = Node::new();
     let b = Node::new();
     let sp = b.listen();
+    // Long enough for the request to reach B first on a loaded machine (with 200 ms a stall
+    // could end the connect before B ever saw it, and `next_cr` found nothing).
     a.ep.connect(
         b.ia.attr().ia_address,
         sp.conn_qual(),
-        Timeout::from_duration(Duration::from_millis(200)),
+        Timeout::from_duration(Duration::from_secs(3)),
         b"",
         Qos::BestEffort,
         ConnectFlags::Default,

@@ -67,7 +67,8 @@ fn killed_peer_process_breaks_the_connection_in_bounded_time() {
         if let Ok(s) = std::fs::read_to_string(&path) {
             break s.parse::<u64>().unwrap();
         }
-        assert!(start.elapsed() < WAIT, "peer did not start");
+        // Generous: a loaded machine can be slow to start a process.
+        assert!(start.elapsed() < 3 * WAIT, "peer did not start");
         std::thread::sleep(Duration::from_millis(10));
     };
     let _ = std::fs::remove_file(&path);
@@ -88,7 +89,7 @@ fn killed_peer_process_breaks_the_connection_in_bounded_time() {
     // Stream writes, four in flight; kill the peer after a few have completed.
     let mut posted = 0u64;
     let mut done = Vec::new();
-    let deadline = Instant::now() + WAIT;
+    let deadline = Instant::now() + 3 * WAIT;
     let mut killed = false;
     while done.len() < posted as usize || !killed {
         while posted < done.len() as u64 + 4 && !killed {

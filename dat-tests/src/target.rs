@@ -170,13 +170,43 @@ impl Target for FabricTarget {
     }
 }
 
+/// The first qualifier of this process's slot of 500 in 20000..32000 (the default of
+/// `$DAT_TEST_QUAL_BASE`): the slot of the process id, or the next one that no other process
+/// on the machine holds. A slot is claimed with a lock on a file in the temporary directory,
+/// held until the process exits. Two suites running at once (two worktrees' tests on one
+/// machine) got the same pid-derived slot one time in 24 and failed with
+/// `DAT_CONN_QUAL_IN_USE`; with the locks they collide only once all 24 slots are taken.
+fn qual_slot_base() -> u64 {
+    static BASE: std::sync::OnceLock<u64> = std::sync::OnceLock::new();
+    *BASE.get_or_init(|| {
+        let own = u64::from(std::process::id() % 24);
+        for k in 0..24 {
+            let slot = (own + k) % 24;
+            let path = std::env::temp_dir().join(format!("dat-tests-qual-slot-{slot}.lock"));
+            if let Ok(f) = std::fs::OpenOptions::new()
+                .create(true)
+                .truncate(false)
+                .write(true)
+                .open(&path)
+                && f.try_lock().is_ok()
+            {
+                // Held (the descriptor stays open) until the process exits.
+                std::mem::forget(f);
+                return 20_000 + slot * 500;
+            }
+        }
+        20_000 + own * 500
+    })
+}
+
 /// An IA of the user's configuration, opened by name through [`Registry::from_env`]
 /// (`$DAT_CONF`, the user's and the system's `dat.toml`, the embedded default).
 ///
 /// The pair is the IA opened twice (or the IA named by `$DAT_TEST_IA_PEER` for the second
-/// side). Connection qualifiers start at `$DAT_TEST_QUAL_BASE` (default: derived from the
-/// process id, so concurrent suites rarely collide, and kept below Linux's ephemeral port
-/// range, 32768 and up, so a TCP provider's listening port never meets a client socket's).
+/// side). Connection qualifiers start at `$DAT_TEST_QUAL_BASE` (default: a slot that no other
+/// suite running on the machine holds, see `qual_slot_base`, kept below Linux's ephemeral
+/// port range, 32768 and up, so a TCP provider's listening port never meets a client
+/// socket's).
 pub struct RegistryTarget {
     ia: String,
     peer_ia: String,
@@ -193,7 +223,7 @@ impl RegistryTarget {
         let base = std::env::var("DAT_TEST_QUAL_BASE")
             .ok()
             .and_then(|v| v.parse::<u64>().ok())
-            .unwrap_or_else(|| 20_000 + u64::from(std::process::id() % 24) * 500);
+            .unwrap_or_else(qual_slot_base);
         RegistryTarget {
             ia: name.to_owned(),
             peer_ia,

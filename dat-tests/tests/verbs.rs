@@ -41,10 +41,10 @@ fn device_resources() -> Option<std::collections::BTreeMap<String, u64>> {
     Some(counts)
 }
 
-/// Waits (up to 10 s: the kernel releases some objects after a short delay) until the device's
-/// resources are `want` again.
+/// Waits (up to 30 s: the kernel releases some objects after a short delay, and the emulated
+/// guest can be slow) until the device's resources are `want` again.
 fn resources_back_to(want: &std::collections::BTreeMap<String, u64>, when: &str) {
-    let end = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    let end = std::time::Instant::now() + std::time::Duration::from_secs(30);
     loop {
         let now = device_resources().expect("rdma resource show");
         if &now == want {

@@ -187,11 +187,10 @@ fn a_waiter_sleeps_in_the_transport_and_an_event_ends_it() {
         // Bounded: a wait that no unblock ends returns TIMEOUT_EXPIRED after 20 s.
         std::thread::spawn(move || evd.wait(Timeout(20_000_000), 1))
     };
-    // The waiter spins briefly, then sleeps in the transport (bounded look).
-    for _ in 0..2000 {
-        if bell.blocks.load(Ordering::SeqCst) > 0 {
-            break;
-        }
+    // The waiter spins briefly, then sleeps in the transport (bounded look, well inside the
+    // waiter's own 20 s: a loaded machine may not run the new thread for seconds).
+    let until = std::time::Instant::now() + Duration::from_secs(15);
+    while bell.blocks.load(Ordering::SeqCst) == 0 && std::time::Instant::now() < until {
         std::thread::sleep(Duration::from_millis(1));
     }
     assert!(

@@ -182,9 +182,11 @@ impl Peer {
         Peer(child)
     }
 
-    /// Waits (bounded) for the child to exit; returns whether it succeeded.
+    /// Waits (bounded, 30 s: a loaded machine can be slow to run a process to its end) for
+    /// the child to exit; returns whether it succeeded.
     pub fn join(&mut self) -> bool {
-        for _ in 0..1000 {
+        let until = std::time::Instant::now() + std::time::Duration::from_secs(30);
+        while std::time::Instant::now() < until {
             if let Ok(Some(st)) = self.0.try_wait() {
                 return st.success();
             }

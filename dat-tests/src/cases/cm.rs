@@ -165,17 +165,19 @@ pub fn connect_unreachable(t: &dyn Target) -> Outcome {
 pub fn connect_timeout(t: &dyn Target) -> Outcome {
     let (a, b) = sides(t);
     let psp = b.psp(t);
+    // Long enough for the request to reach B before it expires on a loaded machine (with
+    // 200 ms a stall could end the connect before B ever saw the request).
     a.ep.connect(
         b.addr(),
         psp.conn_qual(),
-        Timeout(200_000),
+        Timeout(3_000_000),
         b"",
         Qos::BestEffort,
         ConnectFlags::Default,
     )
     .unwrap();
     let cr = expect_cr(&b.ia, &b.cr, &psp);
-    t.let_time_pass(&a.ia, Duration::from_millis(400));
+    t.let_time_pass(&a.ia, Duration::from_millis(3_200));
     expect_conn(&a.conn, EventNumber::TimedOut, &a.ep);
     assert_eq!(a.ep.state(), Ok(EpState::Disconnected));
     // The late accept cannot establish anything on the active side.
