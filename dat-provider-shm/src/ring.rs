@@ -17,23 +17,36 @@
 //! and the record's 8-byte sequence number. The producer publishes a record by storing its
 //! sequence number (its index + 1) last, with release ordering; the consumer polls the
 //! sequence number of the slot it expects next. A record of up to [`INLINE`] payload bytes (an
-//! 8-byte message, an error acknowledgement) is thus one cache line for the reader; a larger
-//! payload starts on the slot's second line, 64-byte aligned, so its copies move whole lines.
-//! Messages larger than a slot are carried in consecutive slots; the slots rotate through the
-//! whole ring, so the reader never pulls lines the writer touched last.
+//! 8-byte message, an error acknowledgement) is thus one cache line for the reader.
+//!
+//! A larger payload lies in a *block*: the lines after the header line of the slot that the
+//! record names in `Rec::block` (64-byte aligned, so its copies move whole lines). The header
+//! lines rotate through the ring with the records; the blocks are numbered from the last time
+//! the producer knew the consumer had taken every record. In a ping-pong (each message taken
+//! before the next is written) every payload thus lands in block 0, the same lines message
+//! after message, as libfabric's shm provider reuses its last freed buffer; in a stream the
+//! records in flight (at most one per slot) still have distinct blocks, rotating through the
+//! ring. Rotating payloads through the whole ring (version 3) made a 4 KiB ping-pong sweep
+//! 64 x 4 KiB per direction, and with the 8 KiB slot stride only half the L2 sets: in a
+//! simulated 1 MiB 16-way cache every ring line of it missed (260 misses per round trip
+//! against 4 now; `BENCHMARKS.md`, "4 KiB: payload blocks"), and the round trip doubled
+//! whenever the host made those misses dear. Messages larger than a slot are carried in
+//! consecutive records, one block each.
 //!
 //! Every record carries `ack`: how many records of the other ring its producer had consumed
 //! when it wrote it. A side that takes records from the peer thereby learns, with no extra
 //! cache line, which of its own records the peer has taken (see `conn`: a request taken by
 //! its target is complete, so successes need no acknowledgement records).
 //!
-//! Version 3 of this layout (the header line with `ack` and the inline payload, the aligned
-//! payload) is not compatible with version 2; both ends of a connection are the same build
-//! in practice, and a segment of another version is refused when it is adopted.
+//! Version 4 of this layout (payload blocks) is not compatible with version 3 (payload in the
+//! record's own slot) nor 2; both ends of a connection are the same build in practice, and a
+//! segment of another version is refused when it is adopted.
 //!
 //! The peer writes the segment at any time and may be hostile or dead: headers are copied out
 //! and checked before use, payload is only ever copied with raw pointers, and indices are
-//! bounded by the ring size, so bad bytes can at worst break this one connection.
+//! bounded by the ring size (a block beyond the ring is refused), so bad bytes can at worst
+//! break this one connection; a consumer that reports records taken before it read them
+//! only garbles its own messages.
 #![allow(unsafe_code)]
 
 use std::sync::Arc;
@@ -44,8 +57,9 @@ use crate::sys::Mapping;
 /// Identifies a datrs shm segment.
 pub const MAGIC: u64 = 0x6461_7472_735f_7368; // "datrs_sh"
 /// Layout version (3: one header line per slot with `ack`, the sequence number and a small
-/// inline payload; larger payloads on the following, aligned lines).
-pub const VERSION: u64 = 3;
+/// inline payload; larger payloads on the following, aligned lines; 4: a larger payload lies
+/// in the block its record names, numbered from the last time the ring was empty).
+pub const VERSION: u64 = 4;
 const HDR: usize = 4096;
 const CTL: usize = 256;
 const SLOTS_AT: usize = 8192;
@@ -88,7 +102,10 @@ pub fn valid_geometry(slots: u32, slot_size: u32) -> bool {
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Rec {
     /// Record kind.
-    pub kind: u32,
+    pub kind: u16,
+    /// The slot whose payload lines (after its header line) hold this record's payload when
+    /// it is larger than [`INLINE`] (set by [`Producer::push`]; see the module's layout).
+    pub block: u16,
     /// Payload bytes in this slot.
     pub len: u32,
     /// Total length of the message the record belongs to.
@@ -187,12 +204,6 @@ impl Segment {
         HDR + ring * CTL
     }
 
-    /// Where a payload of `len` bytes lies in its slot: inside the header line if it fits there,
-    /// else on the aligned lines after it.
-    fn payload_at(len: usize) -> usize {
-        if len <= INLINE { INLINE_AT } else { REC_HDR }
-    }
-
     fn slot_ptr(&self, ring: usize, index: u64) -> *mut u8 {
         let i = (index & u64::from(self.slots - 1)) as usize;
         let at = SLOTS_AT + (ring * self.slots as usize + i) * self.slot_size as usize;
@@ -280,6 +291,9 @@ pub struct Producer {
     slots: Slots,
     tail: u64,
     head_cache: u64,
+    /// The tail when the consumer was last known to have taken every record: payload blocks
+    /// are numbered from there (see [`Producer::push`]).
+    base: u64,
 }
 
 /// The consuming end of one ring (used under the owner's lock: one consumer at a time).
@@ -302,6 +316,7 @@ pub fn ends(seg: &Arc<Segment>, requester: bool) -> (Producer, Consumer) {
         slots: Slots::new(seg, tx),
         tail: 0,
         head_cache: 0,
+        base: 0,
     };
     let c = Consumer {
         seg: seg.clone(),
@@ -374,6 +389,7 @@ impl Producer {
     /// Writes one record of `rec.len` payload bytes (at most [`Producer::payload_cap`]),
     /// which `fill(dst, len)` copies to `dst`, and publishes it. Returns false if the ring is
     /// full.
+    #[inline]
     pub fn push(&mut self, rec: Rec, fill: impl FnOnce(*mut u8, usize)) -> bool {
         if !self.has_room() {
             return false;
@@ -381,10 +397,23 @@ impl Producer {
         let slot = self.slots.slot(self.tail);
         let n = (rec.len as usize).min(self.payload_cap());
         debug_assert_eq!(n, rec.len as usize, "a record longer than a slot");
-        // SAFETY: the slot is `slot_size` bytes inside the mapping; a payload of `n` bytes
-        // fits at its place (inline: `INLINE` bytes before the sequence number; else
-        // `payload_cap` bytes after the header line).
-        fill(unsafe { slot.add(Segment::payload_at(n)) }, n);
+        // A payload larger than the header line goes to a block numbered from the last time
+        // the consumer was known to have taken every record: in a ping-pong always block 0,
+        // the same lines message after message (the reader's copies stay few and hot), while
+        // the records in flight (fewer than the slots) always have distinct blocks.
+        if self.head_cache == self.tail {
+            self.base = self.tail;
+        }
+        let block = self.tail.wrapping_sub(self.base) & self.slots.mask;
+        let payload = if n <= INLINE {
+            // SAFETY: the header line of the slot holds `INLINE` payload bytes at `INLINE_AT`.
+            unsafe { slot.add(INLINE_AT) }
+        } else {
+            // SAFETY: `block <= mask`, so the block is a slot of this ring; `payload_cap`
+            // bytes follow its header line.
+            unsafe { self.slots.slot(block).add(REC_HDR) }
+        };
+        fill(payload, n);
         // SAFETY: the header area of the slot holds `size_of::<Rec>() == INLINE_AT` bytes;
         // unaligned write because the peer might map at any offset (it cannot, but it costs
         // nothing).
@@ -393,6 +422,7 @@ impl Producer {
                 slot.cast::<Rec>(),
                 Rec {
                     len: n as u32,
+                    block: block as u16,
                     ..rec
                 },
             )
@@ -477,6 +507,7 @@ impl Consumer {
     ///
     /// # Errors
     /// [`Corrupt`] if a record's length does not fit its slot.
+    #[inline]
     pub fn peek(&mut self) -> Result<Option<Incoming>, Corrupt> {
         if !self.published() {
             return Ok(None);
@@ -485,14 +516,18 @@ impl Consumer {
         // SAFETY: the slot lies inside the mapping; the header is copied out unaligned.
         let rec = unsafe { std::ptr::read_unaligned(slot.cast::<Rec>()) };
         let len = rec.len as usize;
-        if len > self.slots.payload_cap {
+        if len > self.slots.payload_cap || u64::from(rec.block) > self.slots.mask {
             return Err(Corrupt);
         }
-        Ok(Some(Incoming {
-            rec,
-            // SAFETY: inside the slot (see `push`).
-            payload: unsafe { slot.add(Segment::payload_at(len)) },
-        }))
+        let payload = if len <= INLINE {
+            // SAFETY: inside the slot's header line (see `push`).
+            unsafe { slot.add(INLINE_AT) }
+        } else {
+            // SAFETY: `block <= mask` (checked): a slot of this ring, whose payload lines
+            // hold `payload_cap >= len` bytes.
+            unsafe { self.slots.slot(u64::from(rec.block)).add(REC_HDR) }
+        };
+        Ok(Some(Incoming { rec, payload }))
     }
 
     /// Records consumed so far (the `ack` the data path writes into its own records).
@@ -668,6 +703,64 @@ mod tests {
         assert!(!sys::is_anon_inode(fd.as_fd()), "a memfd is not an eventfd");
     }
 
+    /// Pushes a record of `len` bytes of `byte`; returns its payload block.
+    fn push_bytes(tx: &mut Producer, len: u32, byte: u8) -> u16 {
+        let rec = Rec {
+            len,
+            ..Rec::default()
+        };
+        // SAFETY: `p` has `n` writable bytes.
+        assert!(tx.push(rec, |p, n| unsafe { std::ptr::write_bytes(p, byte, n) }));
+        // SAFETY: the header of the record just pushed lies inside the mapping.
+        unsafe { (*tx.slots.slot(tx.tail - 1).cast::<Rec>()).block }
+    }
+
+    /// Takes one record of `len` bytes of `byte`; returns its payload block.
+    fn take_bytes(rx: &mut Consumer, len: u32, byte: u8) -> u16 {
+        let inc = rx.peek().unwrap().unwrap();
+        assert_eq!(inc.rec.len, len);
+        // SAFETY: `len` payload bytes (read one by one: no reference into the segment).
+        assert!((0..len as usize).all(|k| unsafe { inc.payload.add(k).read() } == byte));
+        rx.consume();
+        inc.rec.block
+    }
+
+    #[test]
+    fn payload_blocks_restart_when_the_ring_is_empty_and_never_overlap_records_in_flight() {
+        let (a, b) = pair(4, 256);
+        let (mut tx, _) = ends(&a, true);
+        let (_, mut rx) = ends(&b, false);
+        // A ping-pong: the producer learns that its record was taken before the next one
+        // (from the reply's `ack`): every payload lies in block 0, whatever the slot.
+        for i in 0..6u8 {
+            assert_eq!(push_bytes(&mut tx, 100, i), 0);
+            assert_eq!(take_bytes(&mut rx, 100, i), 0);
+            tx.note_acked(rx.head()).unwrap();
+        }
+        // A stream: records in flight have distinct blocks, rotating through the ring.
+        let blocks: Vec<u16> = (0..4u8).map(|i| push_bytes(&mut tx, 150, 10 + i)).collect();
+        assert_eq!(blocks, [0, 1, 2, 3]);
+        assert_eq!(take_bytes(&mut rx, 150, 10), 0);
+        assert_eq!(take_bytes(&mut rx, 150, 11), 1);
+        tx.note_acked(rx.head()).unwrap();
+        // Two still in flight (blocks 2 and 3): the next ones continue around the ring.
+        assert_eq!(push_bytes(&mut tx, 150, 20), 0);
+        assert_eq!(push_bytes(&mut tx, 150, 21), 1);
+        for (byte, block) in [(12, 2), (13, 3), (20, 0), (21, 1)] {
+            assert_eq!(take_bytes(&mut rx, 150, byte), block);
+        }
+        // Small payloads stay in the header line and leave the blocks alone.
+        tx.note_acked(rx.head()).unwrap();
+        assert_eq!(push_bytes(&mut tx, 8, 30), 0);
+        assert_eq!(
+            push_bytes(&mut tx, 9, 31),
+            1,
+            "the 8-byte record is still in flight"
+        );
+        assert_eq!(take_bytes(&mut rx, 8, 30), 0);
+        assert_eq!(take_bytes(&mut rx, 9, 31), 1);
+    }
+
     #[test]
     fn bad_headers_are_refused() {
         let (a, b) = pair(4, 256);
@@ -679,6 +772,19 @@ mod tests {
         // SAFETY: the slot header lies inside the mapping.
         unsafe { (*slot.cast::<Rec>()).len = 10_000 };
         assert!(rx.peek().is_err());
+        // A payload block beyond the ring is refused too.
+        // SAFETY: as above.
+        unsafe {
+            *slot.cast::<Rec>() = Rec {
+                len: 100,
+                block: 4,
+                ..Rec::default()
+            }
+        };
+        assert!(rx.peek().is_err());
+        // SAFETY: as above.
+        unsafe { (*slot.cast::<Rec>()).block = 3 };
+        assert!(rx.peek().unwrap().is_some(), "the last block of the ring");
         // A wrong magic is refused at adoption.
         let fd = sys::memfd(segment_len(4, 256)).unwrap();
         assert!(Segment::adopt(Mapping::new(fd.as_fd(), segment_len(4, 256)).unwrap()).is_none());

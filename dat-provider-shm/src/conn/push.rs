@@ -154,7 +154,7 @@ impl DataPath {
 
 /// How a request went into the ring.
 pub(super) struct Pushed {
-    kind: u32,
+    kind: u16,
     total: u64,
     by_data: bool,
 }
