@@ -5,7 +5,8 @@
 //! 0      header: magic, version, slot count, slot size          (one page)
 //! 4096   ring 0 control (requester -> acceptor)                  (256 bytes)
 //! 4352   ring 1 control (acceptor -> requester)                  (256 bytes)
-//! 8192   ring 0 slots, then ring 1 slots
+//! 8192   ring 0: slots x 64-byte header lines, then slots x payload blocks
+//!        ring 1: the same                                        (slots x slot_size each)
 //! ```
 //! A ring control block holds three words on separate cache lines: `head` (written by the
 //! consumer: records it has taken and handed back), `sleeping` (the consumer asks to be woken
@@ -13,33 +14,34 @@
 //! for the completions of its requests). (The first line, once the producer's `tail`, is
 //! unused since version 2.)
 //!
-//! A slot starts with one cache line: a 48-byte [`Rec`] header, up to [`INLINE`] payload bytes,
-//! and the record's 8-byte sequence number. The producer publishes a record by storing its
-//! sequence number (its index + 1) last, with release ordering; the consumer polls the
-//! sequence number of the slot it expects next. A record of up to [`INLINE`] payload bytes (an
-//! 8-byte message, an error acknowledgement) is thus one cache line for the reader.
+//! Each record has one header line: a 48-byte [`Rec`] header, up to [`INLINE`] payload
+//! bytes, and the record's 8-byte sequence number. The producer publishes a record by storing
+//! its sequence number (its index + 1) last, with release ordering; the consumer polls the
+//! sequence number of the line it expects next. A record of up to [`INLINE`] payload bytes
+//! (an 8-byte message, an error acknowledgement) is thus one cache line for the reader. The
+//! header lines of a ring are contiguous (4 KiB for 64 records), so they spread over the
+//! cache sets instead of all falling into the few sets a slot-sized stride reaches.
 //!
-//! A larger payload lies in a *block*: the lines after the header line of the slot that the
-//! record names in `Rec::block` (64-byte aligned, so its copies move whole lines). The header
-//! lines rotate through the ring with the records; the blocks are numbered from the last time
-//! the producer knew the consumer had taken every record. In a ping-pong (each message taken
-//! before the next is written) every payload thus lands in block 0, the same lines message
-//! after message, as libfabric's shm provider reuses its last freed buffer; in a stream the
-//! records in flight (at most one per slot) still have distinct blocks, rotating through the
-//! ring. Rotating payloads through the whole ring (version 3) made a 4 KiB ping-pong sweep
-//! 64 x 4 KiB per direction, and with the 8 KiB slot stride only half the L2 sets: in a
-//! simulated 1 MiB 16-way cache every ring line of it missed (260 misses per round trip
-//! against 4 now; `BENCHMARKS.md`, "4 KiB: payload blocks"), and the round trip doubled
-//! whenever the host made those misses dear. Messages larger than a slot are carried in
-//! consecutive records, one block each.
+//! A larger payload lies in a *block* of `slot_size - 64` bytes (64-byte aligned, so its
+//! copies move whole lines), which the record names in `Rec::block`. The header lines rotate
+//! through the ring with the records; the blocks are numbered from the last time the producer
+//! knew the consumer had taken every record. In a ping-pong (each message taken before the
+//! next is written) every payload thus lands in block 0, the same lines message after
+//! message, as libfabric's shm provider reuses its last freed buffer; in a stream the records
+//! in flight (at most one per slot) still have distinct blocks, rotating through the ring.
+//! Rotating payloads through the whole ring with their headers (version 3: each record's
+//! header line and payload in its own 8 KiB slot) made a 4 KiB ping-pong sweep 64 x 4 KiB per
+//! direction through half the L2 sets, and put every header line in the same L1 set:
+//! `BENCHMARKS.md` ("ring layout v4") counts the misses of a simulated cache. Messages larger
+//! than a block are carried in consecutive records, one block each.
 //!
 //! Every record carries `ack`: how many records of the other ring its producer had consumed
 //! when it wrote it. A side that takes records from the peer thereby learns, with no extra
 //! cache line, which of its own records the peer has taken (see `conn`: a request taken by
 //! its target is complete, so successes need no acknowledgement records).
 //!
-//! Version 4 of this layout (payload blocks) is not compatible with version 3 (payload in the
-//! record's own slot) nor 2; both ends of a connection are the same build in practice, and a
+//! Version 4 of this layout (contiguous header lines, payload blocks) is not compatible with
+//! version 3 (header and payload in the record's own slot) nor 2; both ends of a connection are the same build in practice, and a
 //! segment of another version is refused when it is adopted.
 //!
 //! The peer writes the segment at any time and may be hostile or dead: headers are copied out
@@ -57,20 +59,21 @@ use crate::sys::Mapping;
 /// Identifies a datrs shm segment.
 pub const MAGIC: u64 = 0x6461_7472_735f_7368; // "datrs_sh"
 /// Layout version (3: one header line per slot with `ack`, the sequence number and a small
-/// inline payload; larger payloads on the following, aligned lines; 4: a larger payload lies
-/// in the block its record names, numbered from the last time the ring was empty).
+/// inline payload; larger payloads on the following, aligned lines; 4: a ring's header lines
+/// contiguous, a larger payload in the block its record names, numbered from the last time
+/// the ring was empty).
 pub const VERSION: u64 = 4;
 const HDR: usize = 4096;
 const CTL: usize = 256;
 const SLOTS_AT: usize = 8192;
-/// Bytes of the record header line (the [`Rec`], the inline payload and the sequence
-/// number) at the start of every slot; a payload larger than [`INLINE`] starts here.
+/// Bytes of a record's header line (the [`Rec`], the inline payload and the sequence
+/// number); a slot is one header line and one payload block of `slot_size - REC_HDR` bytes.
 pub const REC_HDR: usize = 64;
 /// Largest payload carried inside the header line (after the [`Rec`]).
 pub const INLINE: usize = 8;
-/// Offset of the inline payload in a slot.
+/// Offset of the inline payload in a header line.
 const INLINE_AT: usize = 48;
-/// Offset of the sequence number in a slot.
+/// Offset of the sequence number in a header line.
 const SEQ_AT: usize = 56;
 const _: () = assert!(
     std::mem::size_of::<Rec>() == INLINE_AT
@@ -204,12 +207,20 @@ impl Segment {
         HDR + ring * CTL
     }
 
+    /// Start of a ring's area: its header lines, then its payload blocks.
+    fn ring_ptr(&self, ring: usize) -> *mut u8 {
+        let at = SLOTS_AT + ring * self.slots as usize * self.slot_size as usize;
+        // SAFETY: `ring < 2`, so the area lies inside the mapping (`check` verified its
+        // length).
+        unsafe { self.map.ptr().add(at) }
+    }
+
+    /// The header line of record `index` of a ring.
+    #[cfg(test)]
     fn slot_ptr(&self, ring: usize, index: u64) -> *mut u8 {
         let i = (index & u64::from(self.slots - 1)) as usize;
-        let at = SLOTS_AT + (ring * self.slots as usize + i) * self.slot_size as usize;
-        // SAFETY: `i < slots` and `ring < 2`, so the slot lies inside the mapping
-        // (`check` verified its length).
-        unsafe { self.map.ptr().add(at) }
+        // SAFETY: `i < slots`: one of the ring's header lines.
+        unsafe { self.ring_ptr(ring).add(i * REC_HDR) }
     }
 }
 
@@ -232,45 +243,59 @@ pub fn store_load_fence() {
     std::sync::atomic::fence(Ordering::SeqCst);
 }
 
-/// Where one ring's slots lie, cached from its segment so that finding a slot is a mask, a
-/// multiplication and an add (the segment stays mapped: the ring end holding this also
-/// holds the segment's `Arc`).
+/// Where one ring's header lines and payload blocks lie, cached from its segment so that
+/// finding either is a mask, a multiplication and an add (the segment stays mapped: the ring
+/// end holding this also holds the segment's `Arc`).
 #[derive(Clone, Copy, Debug)]
 struct Slots {
     base: *mut u8,
+    blocks: *mut u8,
     mask: u64,
-    size: usize,
     payload_cap: usize,
 }
 
-// SAFETY: `base` points into a shared mapping that the owning ring end keeps alive; the
-// memory is only accessed through raw copies and atomics (the protocol tolerates a peer
-// writing it at any time), so using it from another thread is as sound as from this one.
+// SAFETY: `base` and `blocks` point into a shared mapping that the owning ring end keeps
+// alive; the memory is only accessed through raw copies and atomics (the protocol tolerates
+// a peer writing it at any time), so using it from another thread is as sound as from this
+// one.
 unsafe impl Send for Slots {}
 
 impl Slots {
     fn new(seg: &Segment, ring: usize) -> Slots {
+        let base = seg.ring_ptr(ring);
         Slots {
-            base: seg.slot_ptr(ring, 0),
+            base,
+            // SAFETY: the ring's area holds `slots` header lines, then its blocks.
+            blocks: unsafe { base.add(seg.slots as usize * REC_HDR) },
             mask: u64::from(seg.slots - 1),
-            size: seg.slot_size as usize,
             payload_cap: seg.payload_cap(),
         }
     }
 
-    /// The slot that holds record `index`.
+    /// The header line of record `index`.
     #[inline]
     fn slot(&self, index: u64) -> *mut u8 {
-        // SAFETY: `index & mask < slots`, so the slot lies inside the ring's slots, inside
-        // the mapping (see `Segment::slot_ptr`).
-        unsafe { self.base.add((index & self.mask) as usize * self.size) }
+        // SAFETY: `index & mask < slots`, so the line is one of the ring's header lines,
+        // inside the mapping (see `Segment::ring_ptr`).
+        unsafe { self.base.add((index & self.mask) as usize * REC_HDR) }
+    }
+
+    /// Payload block `block` (`payload_cap` bytes, 64-byte aligned).
+    #[inline]
+    fn block(&self, block: u64) -> *mut u8 {
+        // SAFETY: `block & mask < slots`: one of the ring's blocks, which follow its header
+        // lines inside its area (`slots * slot_size` bytes in all).
+        unsafe {
+            self.blocks
+                .add((block & self.mask) as usize * self.payload_cap)
+        }
     }
 
     /// Reads the sequence number of a slot (acquire: the record it publishes is visible).
     #[inline]
     fn load_seq(slot: *mut u8) -> u64 {
-        // SAFETY: `SEQ_AT + 8 <= REC_HDR <= slot_size`, inside the slot (from `slot`);
-        // slots start at multiples of 64 from a page-aligned mapping, so the word is
+        // SAFETY: `SEQ_AT + 8 <= REC_HDR`, inside the header line (from `slot`); header
+        // lines start at multiples of 64 from a page-aligned mapping, so the word is
         // 8-aligned; both processes only access it atomically.
         unsafe { (*slot.add(SEQ_AT).cast::<AtomicU64>()).load(Ordering::Acquire) }
     }
@@ -409,9 +434,7 @@ impl Producer {
             // SAFETY: the header line of the slot holds `INLINE` payload bytes at `INLINE_AT`.
             unsafe { slot.add(INLINE_AT) }
         } else {
-            // SAFETY: `block <= mask`, so the block is a slot of this ring; `payload_cap`
-            // bytes follow its header line.
-            unsafe { self.slots.slot(block).add(REC_HDR) }
+            self.slots.block(block)
         };
         fill(payload, n);
         // SAFETY: the header area of the slot holds `size_of::<Rec>() == INLINE_AT` bytes;
@@ -523,9 +546,9 @@ impl Consumer {
             // SAFETY: inside the slot's header line (see `push`).
             unsafe { slot.add(INLINE_AT) }
         } else {
-            // SAFETY: `block <= mask` (checked): a slot of this ring, whose payload lines
-            // hold `payload_cap >= len` bytes.
-            unsafe { self.slots.slot(u64::from(rec.block)).add(REC_HDR) }
+            // `block <= mask` (checked): one of this ring's blocks, `payload_cap >= len`
+            // bytes.
+            self.slots.block(u64::from(rec.block))
         };
         Ok(Some(Incoming { rec, payload }))
     }
