@@ -112,6 +112,11 @@ pub struct EpView<'a> {
 }
 
 /// The rings of a connected (or connecting) pair, and the work in flight on them.
+///
+/// Aligned to 128 bytes (a pair of cache lines): the ring ends' indices, written for every
+/// message, share no line with another allocation (the peer's data path, in an in-process
+/// pair, is written by a thread on another core).
+#[repr(align(128))]
 pub struct DataPath {
     tx: Producer,
     rx: Consumer,

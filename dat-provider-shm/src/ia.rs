@@ -176,6 +176,12 @@ struct State {
 }
 
 /// What the transport and its provider thread share.
+///
+/// Aligned to 128 bytes (a pair of cache lines, which the adjacent-line prefetcher moves
+/// together): the words every poll writes (`state`'s lock, `polled`, `turns`) share no line
+/// with another allocation, such as the other IA of an in-process pair, whose thread polls
+/// on another core.
+#[repr(align(128))]
 pub(crate) struct Shared {
     name: String,
     params: Params,
