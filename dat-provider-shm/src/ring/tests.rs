@@ -12,11 +12,18 @@ fn pair(slots: u32, size: u32) -> (Arc<Segment>, Arc<Segment>) {
     (a, b)
 }
 
+/// The requester's producer and the acceptor's consumer of ring 0 of a fresh 4 x 256 segment
+/// (each through its own mapping), and the requester's mapping.
+fn ring0() -> (Producer, Consumer, Arc<Segment>) {
+    let (a, b) = pair(4, 256);
+    let (tx, _) = ends(&a, true);
+    let (_, rx) = ends(&b, false);
+    (tx, rx, a)
+}
+
 #[test]
 fn records_cross_two_mappings_in_order_with_backpressure() {
-    let (a, b) = pair(4, 256);
-    let (mut tx, _) = ends(&a, true);
-    let (_, mut rx) = ends(&b, false);
+    let (mut tx, mut rx, _) = ring0();
     for i in 0..4u64 {
         // Small payloads travel in the header line, larger ones on the next lines.
         let len = if i % 2 == 0 { 1 } else { 192 };
@@ -54,9 +61,7 @@ fn records_cross_two_mappings_in_order_with_backpressure() {
 
 #[test]
 fn the_consumer_head_reaches_the_producer_by_records_and_the_control_block() {
-    let (a, b) = pair(4, 256);
-    let (mut tx, _) = ends(&a, true);
-    let (_, mut rx) = ends(&b, false);
+    let (mut tx, mut rx, _) = ring0();
     for _ in 0..3 {
         assert!(tx.push(Rec::default(), |_, _| {}));
     }
@@ -79,9 +84,7 @@ fn the_consumer_head_reaches_the_producer_by_records_and_the_control_block() {
 
 #[test]
 fn sleeping_consumer_is_woken_once() {
-    let (a, b) = pair(4, 256);
-    let (mut tx, _) = ends(&a, true);
-    let (_, mut rx) = ends(&b, false);
+    let (mut tx, mut rx, _) = ring0();
     assert!(!rx.arm());
     assert!(tx.push(Rec::default(), |_, _| {}));
     assert!(tx.consumer_needs_wake());
@@ -126,9 +129,7 @@ fn take_bytes(rx: &mut Consumer, len: u32, byte: u8) -> u16 {
 
 #[test]
 fn payload_blocks_restart_when_the_ring_is_empty_and_never_overlap_records_in_flight() {
-    let (a, b) = pair(4, 256);
-    let (mut tx, _) = ends(&a, true);
-    let (_, mut rx) = ends(&b, false);
+    let (mut tx, mut rx, _) = ring0();
     // A ping-pong: the producer learns that its record was taken before the next one
     // (from the reply's `ack`): every payload lies in block 0, whatever the slot.
     for i in 0..6u8 {
@@ -162,9 +163,7 @@ fn payload_blocks_restart_when_the_ring_is_empty_and_never_overlap_records_in_fl
 
 #[test]
 fn bad_headers_are_refused() {
-    let (a, b) = pair(4, 256);
-    let (mut tx, _) = ends(&a, true);
-    let (_, mut rx) = ends(&b, false);
+    let (mut tx, mut rx, a) = ring0();
     assert!(tx.push(Rec::default(), |_, _| {}));
     // Corrupt the length as a hostile peer would.
     let slot = a.slot_ptr(0, 0);
