@@ -106,8 +106,8 @@ fn leg(from: &End, to: &End, size: u32) -> u64 {
 /// With `DATRS_SHM_COLOURS` set (and as root: frame numbers in `/proc/self/pagemap`): the L2
 /// page colours of the connection's segment (1 MiB 16-way L2: 16 colours of 64 sets), as
 /// `scripts/page_colours.py` counts them for fresh segments: how many frames follow their
-/// predecessor, and the share of the header lines of ring layout version 3 (line 0 of every
-/// other page) that fall into sets holding more than 16 of them.
+/// predecessor, and the share of the slots' header lines (line 0 of every other page, with
+/// 8 KiB slots) that fall into sets holding more than 16 of them.
 #[allow(clippy::print_stderr)] // an example that reports what it measured
 fn segment_colours() {
     use std::io::{Read, Seek, SeekFrom};
@@ -141,7 +141,7 @@ fn segment_colours() {
     let mut per_set = std::collections::HashMap::new();
     for ring in 0..2 {
         for j in 0..slot_pages / 2 {
-            // (A page never touched has no frame: version 4 leaves most blocks alone.)
+            // (A page never touched has no frame.)
             let f = frames[2 + ring * slot_pages + 2 * j];
             if f != 0 {
                 *per_set.entry(f % 16).or_insert(0u32) += 1;
@@ -150,7 +150,7 @@ fn segment_colours() {
     }
     let over: u32 = per_set.values().filter(|n| **n > 16).sum();
     eprintln!(
-        "segment: {pairs}/{} consecutive frames, v3 header lines in {} colours, {:.2} in overfull L2 sets",
+        "segment: {pairs}/{} consecutive frames, header lines in {} colours, {:.2} in overfull L2 sets",
         frames.len() - 1,
         per_set.len(),
         f64::from(over) / per_set.values().sum::<u32>().max(1) as f64

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Which L2 sets the ring lines of fresh shm segments fall into (BENCHMARKS.md, "ring layout v4").
+"""Which L2 sets the ring lines of fresh shm segments fall into (BENCHMARKS.md, "Modes round").
 
 The L2 of this machine's cores (AMD EPYC, family 26) is 1 MiB, 16-way, with 64-byte lines: 1024
 sets, indexed by physical address bits 6-15, so a 4 KiB page covers 64 sets of one of 16
@@ -7,9 +7,10 @@ sets, indexed by physical address bits 6-15, so a 4 KiB page covers 64 sets of o
 default geometry (64 slots of 8 KiB per ring), touches every page, reads the frame numbers
 from /proc/self/pagemap (root only) and prints, for each segment, the share of the lines a
 ping-pong cycles through that fall into L2 sets holding more than 16 of them (which a cyclic
-use then misses on every pass): version 3's layout (each record's header line and payload in
-its own 8 KiB slot) against version 4's (a ring's 64 header lines in one 4 KiB page, then its
-payload blocks; a ping-pong uses block 0).
+use then misses on every pass): ring layout version 3's (each record's header line and
+payload in its own 8 KiB slot, the provider's layout) against the version 4 that was tried
+and reverted (a ring's 64 header lines in one 4 KiB page, then payload blocks, a ping-pong
+using block 0). The measurement showed the frames do not decide this machine's latency.
 
 Usage: sudo python3 page_colours.py [SEGMENTS]
 """

@@ -58,14 +58,14 @@ use crate::sys::{self, Iovs, RemoteIov};
 
 use iov::{STORES_IN_ORDER, advance, read_iovs, split_last_byte, truncate};
 
-const SEND: u16 = 1;
-const WRITE: u16 = 2;
-const WRITE_CMA: u16 = 3;
-const READ: u16 = 4;
-const SEND_ACK: u16 = 5;
-const RDMA_ACK: u16 = 6;
-const READ_DATA: u16 = 7;
-const SEND_CMA: u16 = 8;
+const SEND: u32 = 1;
+const WRITE: u32 = 2;
+const WRITE_CMA: u32 = 3;
+const READ: u32 = 4;
+const SEND_ACK: u32 = 5;
+const RDMA_ACK: u32 = 6;
+const READ_DATA: u32 = 7;
+const SEND_CMA: u32 = 8;
 
 /// While completions are awaited, every this many polls read the peer's head word from the
 /// control block (see [`DataPath::completable`]).
@@ -97,7 +97,7 @@ impl Up {
 
 /// A response queued for the requester.
 enum Resp {
-    Ack { kind: u16, status: DtoStatus },
+    Ack { kind: u32, status: DtoStatus },
     ReadData { seg: Segment, pos: u64 },
 }
 
@@ -747,7 +747,7 @@ impl DataPath {
     }
 
     /// Queues the acknowledgement of a failure (successes are told by the head).
-    fn ack(&mut self, kind: u16, status: DtoStatus) {
+    fn ack(&mut self, kind: u32, status: DtoStatus) {
         debug_assert_ne!(status, DtoStatus::Success);
         self.resps.push_back(Resp::Ack { kind, status });
     }

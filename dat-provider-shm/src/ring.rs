@@ -5,8 +5,7 @@
 //! 0      header: magic, version, slot count, slot size          (one page)
 //! 4096   ring 0 control (requester -> acceptor)                  (256 bytes)
 //! 4352   ring 1 control (acceptor -> requester)                  (256 bytes)
-//! 8192   ring 0: slots x 64-byte header lines, then slots x payload blocks
-//!        ring 1: the same                                        (slots x slot_size each)
+//! 8192   ring 0 slots, then ring 1 slots
 //! ```
 //! A ring control block holds three words on separate cache lines: `head` (written by the
 //! consumer: records it has taken and handed back), `sleeping` (the consumer asks to be woken
@@ -14,41 +13,27 @@
 //! for the completions of its requests). (The first line, once the producer's `tail`, is
 //! unused since version 2.)
 //!
-//! Each record has one header line: a 48-byte [`Rec`] header, up to [`INLINE`] payload
-//! bytes, and the record's 8-byte sequence number. The producer publishes a record by storing
-//! its sequence number (its index + 1) last, with release ordering; the consumer polls the
-//! sequence number of the line it expects next. A record of up to [`INLINE`] payload bytes
-//! (an 8-byte message, an error acknowledgement) is thus one cache line for the reader. The
-//! header lines of a ring are contiguous (4 KiB for 64 records), so they spread over the
-//! cache sets instead of all falling into the few sets a slot-sized stride reaches.
-//!
-//! A larger payload lies in a *block* of `slot_size - 64` bytes (64-byte aligned, so its
-//! copies move whole lines), which the record names in `Rec::block`. The header lines rotate
-//! through the ring with the records; the blocks are numbered from the last time the producer
-//! knew the consumer had taken every record. In a ping-pong (each message taken before the
-//! next is written) every payload thus lands in block 0, the same lines message after
-//! message, as libfabric's shm provider reuses its last freed buffer; in a stream the records
-//! in flight (at most one per slot) still have distinct blocks, rotating through the ring.
-//! Rotating payloads through the whole ring with their headers (version 3: each record's
-//! header line and payload in its own 8 KiB slot) made a 4 KiB ping-pong sweep 64 x 4 KiB per
-//! direction through half the L2 sets, and put every header line in the same L1 set:
-//! `BENCHMARKS.md` ("ring layout v4") counts the misses of a simulated cache. Messages larger
-//! than a block are carried in consecutive records, one block each.
+//! A slot starts with one cache line: a 48-byte [`Rec`] header, up to [`INLINE`] payload bytes,
+//! and the record's 8-byte sequence number. The producer publishes a record by storing its
+//! sequence number (its index + 1) last, with release ordering; the consumer polls the
+//! sequence number of the slot it expects next. A record of up to [`INLINE`] payload bytes (an
+//! 8-byte message, an error acknowledgement) is thus one cache line for the reader; a larger
+//! payload starts on the slot's second line, 64-byte aligned, so its copies move whole lines.
+//! Messages larger than a slot are carried in consecutive slots; the slots rotate through the
+//! whole ring, so the reader never pulls lines the writer touched last.
 //!
 //! Every record carries `ack`: how many records of the other ring its producer had consumed
 //! when it wrote it. A side that takes records from the peer thereby learns, with no extra
 //! cache line, which of its own records the peer has taken (see `conn`: a request taken by
 //! its target is complete, so successes need no acknowledgement records).
 //!
-//! Version 4 of this layout (contiguous header lines, payload blocks) is not compatible with
-//! version 3 (header and payload in the record's own slot) nor 2; both ends of a connection are the same build in practice, and a
-//! segment of another version is refused when it is adopted.
+//! Version 3 of this layout (the header line with `ack` and the inline payload, the aligned
+//! payload) is not compatible with version 2; both ends of a connection are the same build
+//! in practice, and a segment of another version is refused when it is adopted.
 //!
 //! The peer writes the segment at any time and may be hostile or dead: headers are copied out
 //! and checked before use, payload is only ever copied with raw pointers, and indices are
-//! bounded by the ring size (a block beyond the ring is refused), so bad bytes can at worst
-//! break this one connection; a consumer that reports records taken before it read them
-//! only garbles its own messages.
+//! bounded by the ring size, so bad bytes can at worst break this one connection.
 #![allow(unsafe_code)]
 
 use std::sync::Arc;
@@ -59,21 +44,19 @@ use crate::sys::Mapping;
 /// Identifies a datrs shm segment.
 pub const MAGIC: u64 = 0x6461_7472_735f_7368; // "datrs_sh"
 /// Layout version (3: one header line per slot with `ack`, the sequence number and a small
-/// inline payload; larger payloads on the following, aligned lines; 4: a ring's header lines
-/// contiguous, a larger payload in the block its record names, numbered from the last time
-/// the ring was empty).
-pub const VERSION: u64 = 4;
+/// inline payload; larger payloads on the following, aligned lines).
+pub const VERSION: u64 = 3;
 const HDR: usize = 4096;
 const CTL: usize = 256;
 const SLOTS_AT: usize = 8192;
-/// Bytes of a record's header line (the [`Rec`], the inline payload and the sequence
-/// number); a slot is one header line and one payload block of `slot_size - REC_HDR` bytes.
+/// Bytes of the record header line (the [`Rec`], the inline payload and the sequence
+/// number) at the start of every slot; a payload larger than [`INLINE`] starts here.
 pub const REC_HDR: usize = 64;
 /// Largest payload carried inside the header line (after the [`Rec`]).
 pub const INLINE: usize = 8;
-/// Offset of the inline payload in a header line.
+/// Offset of the inline payload in a slot.
 const INLINE_AT: usize = 48;
-/// Offset of the sequence number in a header line.
+/// Offset of the sequence number in a slot.
 const SEQ_AT: usize = 56;
 const _: () = assert!(
     std::mem::size_of::<Rec>() == INLINE_AT
@@ -105,10 +88,7 @@ pub fn valid_geometry(slots: u32, slot_size: u32) -> bool {
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Rec {
     /// Record kind.
-    pub kind: u16,
-    /// The slot whose payload lines (after its header line) hold this record's payload when
-    /// it is larger than [`INLINE`] (set by [`Producer::push`]; see the module's layout).
-    pub block: u16,
+    pub kind: u32,
     /// Payload bytes in this slot.
     pub len: u32,
     /// Total length of the message the record belongs to.
@@ -207,20 +187,18 @@ impl Segment {
         HDR + ring * CTL
     }
 
-    /// Start of a ring's area: its header lines, then its payload blocks.
-    fn ring_ptr(&self, ring: usize) -> *mut u8 {
-        let at = SLOTS_AT + ring * self.slots as usize * self.slot_size as usize;
-        // SAFETY: `ring < 2`, so the area lies inside the mapping (`check` verified its
-        // length).
-        unsafe { self.map.ptr().add(at) }
+    /// Where a payload of `len` bytes lies in its slot: inside the header line if it fits there,
+    /// else on the aligned lines after it.
+    fn payload_at(len: usize) -> usize {
+        if len <= INLINE { INLINE_AT } else { REC_HDR }
     }
 
-    /// The header line of record `index` of a ring.
-    #[cfg(test)]
     fn slot_ptr(&self, ring: usize, index: u64) -> *mut u8 {
         let i = (index & u64::from(self.slots - 1)) as usize;
-        // SAFETY: `i < slots`: one of the ring's header lines.
-        unsafe { self.ring_ptr(ring).add(i * REC_HDR) }
+        let at = SLOTS_AT + (ring * self.slots as usize + i) * self.slot_size as usize;
+        // SAFETY: `i < slots` and `ring < 2`, so the slot lies inside the mapping
+        // (`check` verified its length).
+        unsafe { self.map.ptr().add(at) }
     }
 }
 
@@ -243,59 +221,45 @@ pub fn store_load_fence() {
     std::sync::atomic::fence(Ordering::SeqCst);
 }
 
-/// Where one ring's header lines and payload blocks lie, cached from its segment so that
-/// finding either is a mask, a multiplication and an add (the segment stays mapped: the ring
-/// end holding this also holds the segment's `Arc`).
+/// Where one ring's slots lie, cached from its segment so that finding a slot is a mask, a
+/// multiplication and an add (the segment stays mapped: the ring end holding this also
+/// holds the segment's `Arc`).
 #[derive(Clone, Copy, Debug)]
 struct Slots {
     base: *mut u8,
-    blocks: *mut u8,
     mask: u64,
+    size: usize,
     payload_cap: usize,
 }
 
-// SAFETY: `base` and `blocks` point into a shared mapping that the owning ring end keeps
-// alive; the memory is only accessed through raw copies and atomics (the protocol tolerates
-// a peer writing it at any time), so using it from another thread is as sound as from this
-// one.
+// SAFETY: `base` points into a shared mapping that the owning ring end keeps alive; the
+// memory is only accessed through raw copies and atomics (the protocol tolerates a peer
+// writing it at any time), so using it from another thread is as sound as from this one.
 unsafe impl Send for Slots {}
 
 impl Slots {
     fn new(seg: &Segment, ring: usize) -> Slots {
-        let base = seg.ring_ptr(ring);
         Slots {
-            base,
-            // SAFETY: the ring's area holds `slots` header lines, then its blocks.
-            blocks: unsafe { base.add(seg.slots as usize * REC_HDR) },
+            base: seg.slot_ptr(ring, 0),
             mask: u64::from(seg.slots - 1),
+            size: seg.slot_size as usize,
             payload_cap: seg.payload_cap(),
         }
     }
 
-    /// The header line of record `index`.
+    /// The slot that holds record `index`.
     #[inline]
     fn slot(&self, index: u64) -> *mut u8 {
-        // SAFETY: `index & mask < slots`, so the line is one of the ring's header lines,
-        // inside the mapping (see `Segment::ring_ptr`).
-        unsafe { self.base.add((index & self.mask) as usize * REC_HDR) }
-    }
-
-    /// Payload block `block` (`payload_cap` bytes, 64-byte aligned).
-    #[inline]
-    fn block(&self, block: u64) -> *mut u8 {
-        // SAFETY: `block & mask < slots`: one of the ring's blocks, which follow its header
-        // lines inside its area (`slots * slot_size` bytes in all).
-        unsafe {
-            self.blocks
-                .add((block & self.mask) as usize * self.payload_cap)
-        }
+        // SAFETY: `index & mask < slots`, so the slot lies inside the ring's slots, inside
+        // the mapping (see `Segment::slot_ptr`).
+        unsafe { self.base.add((index & self.mask) as usize * self.size) }
     }
 
     /// Reads the sequence number of a slot (acquire: the record it publishes is visible).
     #[inline]
     fn load_seq(slot: *mut u8) -> u64 {
-        // SAFETY: `SEQ_AT + 8 <= REC_HDR`, inside the header line (from `slot`); header
-        // lines start at multiples of 64 from a page-aligned mapping, so the word is
+        // SAFETY: `SEQ_AT + 8 <= REC_HDR <= slot_size`, inside the slot (from `slot`);
+        // slots start at multiples of 64 from a page-aligned mapping, so the word is
         // 8-aligned; both processes only access it atomically.
         unsafe { (*slot.add(SEQ_AT).cast::<AtomicU64>()).load(Ordering::Acquire) }
     }
@@ -316,9 +280,6 @@ pub struct Producer {
     slots: Slots,
     tail: u64,
     head_cache: u64,
-    /// The tail when the consumer was last known to have taken every record: payload blocks
-    /// are numbered from there (see [`Producer::push`]).
-    base: u64,
 }
 
 /// The consuming end of one ring (used under the owner's lock: one consumer at a time).
@@ -341,7 +302,6 @@ pub fn ends(seg: &Arc<Segment>, requester: bool) -> (Producer, Consumer) {
         slots: Slots::new(seg, tx),
         tail: 0,
         head_cache: 0,
-        base: 0,
     };
     let c = Consumer {
         seg: seg.clone(),
@@ -414,7 +374,6 @@ impl Producer {
     /// Writes one record of `rec.len` payload bytes (at most [`Producer::payload_cap`]),
     /// which `fill(dst, len)` copies to `dst`, and publishes it. Returns false if the ring is
     /// full.
-    #[inline]
     pub fn push(&mut self, rec: Rec, fill: impl FnOnce(*mut u8, usize)) -> bool {
         if !self.has_room() {
             return false;
@@ -422,21 +381,10 @@ impl Producer {
         let slot = self.slots.slot(self.tail);
         let n = (rec.len as usize).min(self.payload_cap());
         debug_assert_eq!(n, rec.len as usize, "a record longer than a slot");
-        // A payload larger than the header line goes to a block numbered from the last time
-        // the consumer was known to have taken every record: in a ping-pong always block 0,
-        // the same lines message after message (the reader's copies stay few and hot), while
-        // the records in flight (fewer than the slots) always have distinct blocks.
-        if self.head_cache == self.tail {
-            self.base = self.tail;
-        }
-        let block = self.tail.wrapping_sub(self.base) & self.slots.mask;
-        let payload = if n <= INLINE {
-            // SAFETY: the header line of the slot holds `INLINE` payload bytes at `INLINE_AT`.
-            unsafe { slot.add(INLINE_AT) }
-        } else {
-            self.slots.block(block)
-        };
-        fill(payload, n);
+        // SAFETY: the slot is `slot_size` bytes inside the mapping; a payload of `n` bytes
+        // fits at its place (inline: `INLINE` bytes before the sequence number; else
+        // `payload_cap` bytes after the header line).
+        fill(unsafe { slot.add(Segment::payload_at(n)) }, n);
         // SAFETY: the header area of the slot holds `size_of::<Rec>() == INLINE_AT` bytes;
         // unaligned write because the peer might map at any offset (it cannot, but it costs
         // nothing).
@@ -445,7 +393,6 @@ impl Producer {
                 slot.cast::<Rec>(),
                 Rec {
                     len: n as u32,
-                    block: block as u16,
                     ..rec
                 },
             )
@@ -530,7 +477,6 @@ impl Consumer {
     ///
     /// # Errors
     /// [`Corrupt`] if a record's length does not fit its slot.
-    #[inline]
     pub fn peek(&mut self) -> Result<Option<Incoming>, Corrupt> {
         if !self.published() {
             return Ok(None);
@@ -539,18 +485,14 @@ impl Consumer {
         // SAFETY: the slot lies inside the mapping; the header is copied out unaligned.
         let rec = unsafe { std::ptr::read_unaligned(slot.cast::<Rec>()) };
         let len = rec.len as usize;
-        if len > self.slots.payload_cap || u64::from(rec.block) > self.slots.mask {
+        if len > self.slots.payload_cap {
             return Err(Corrupt);
         }
-        let payload = if len <= INLINE {
-            // SAFETY: inside the slot's header line (see `push`).
-            unsafe { slot.add(INLINE_AT) }
-        } else {
-            // `block <= mask` (checked): one of this ring's blocks, `payload_cap >= len`
-            // bytes.
-            self.slots.block(u64::from(rec.block))
-        };
-        Ok(Some(Incoming { rec, payload }))
+        Ok(Some(Incoming {
+            rec,
+            // SAFETY: inside the slot (see `push`).
+            payload: unsafe { slot.add(Segment::payload_at(len)) },
+        }))
     }
 
     /// Records consumed so far (the `ack` the data path writes into its own records).
@@ -623,4 +565,122 @@ impl Consumer {
 }
 
 #[cfg(test)]
-mod tests;
+mod tests {
+    use super::*;
+    use crate::sys;
+    use std::os::fd::AsFd;
+
+    fn pair(slots: u32, size: u32) -> (Arc<Segment>, Arc<Segment>) {
+        let len = segment_len(slots, size);
+        let fd = sys::memfd(len).unwrap();
+        let a = Segment::create(Mapping::new(fd.as_fd(), len).unwrap(), slots, size).unwrap();
+        let b = Segment::adopt(Mapping::new(fd.as_fd(), len).unwrap()).unwrap();
+        (a, b)
+    }
+
+    #[test]
+    fn records_cross_two_mappings_in_order_with_backpressure() {
+        let (a, b) = pair(4, 256);
+        let (mut tx, _) = ends(&a, true);
+        let (_, mut rx) = ends(&b, false);
+        for i in 0..4u64 {
+            // Small payloads travel in the header line, larger ones on the next lines.
+            let len = if i % 2 == 0 { 1 } else { 192 };
+            assert_eq!(tx.payload_cap(), 192);
+            assert!(tx.push(
+                Rec {
+                    kind: 7,
+                    len,
+                    total: i,
+                    ..Rec::default()
+                },
+                |p, n| {
+                    assert_eq!(n, len as usize);
+                    // SAFETY: `p` has `n` writable bytes.
+                    unsafe { std::ptr::write_bytes(p, i as u8, n) };
+                }
+            ));
+        }
+        assert!(!tx.push(Rec::default(), |_, _| {}), "full ring refuses");
+        assert!(!tx.set_starved());
+        for i in 0..4u64 {
+            let inc = rx.peek().unwrap().unwrap();
+            let len = if i % 2 == 0 { 1 } else { 192 };
+            assert_eq!((inc.rec.kind, inc.rec.total, inc.rec.len), (7, i, len));
+            assert_eq!(inc.payload as usize % 64, if len == 1 { 48 } else { 0 });
+            // SAFETY: `len` payload bytes were written (read one by one: no reference into
+            // the shared segment).
+            let byte = |k: usize| unsafe { inc.payload.add(k).read() };
+            assert!((0..len as usize).all(|k| byte(k) == i as u8));
+            assert_eq!(rx.release(), i == 0, "the starved producer is woken once");
+        }
+        assert!(rx.peek().unwrap().is_none());
+        assert!(tx.has_room());
+    }
+
+    #[test]
+    fn the_consumer_head_reaches_the_producer_by_records_and_the_control_block() {
+        let (a, b) = pair(4, 256);
+        let (mut tx, _) = ends(&a, true);
+        let (_, mut rx) = ends(&b, false);
+        for _ in 0..3 {
+            assert!(tx.push(Rec::default(), |_, _| {}));
+        }
+        assert_eq!(tx.note_acked(4), Err(Corrupt), "beyond the records pushed");
+        tx.note_acked(1).unwrap();
+        assert_eq!(tx.acked(), 1);
+        tx.note_acked(0).unwrap();
+        assert_eq!(tx.acked(), 1, "an older head is ignored");
+        assert!(!tx.watch_head(), "nothing more consumed yet");
+        for _ in 0..2 {
+            assert!(rx.peek().unwrap().is_some());
+            rx.consume();
+        }
+        assert!(rx.publish(), "the watching producer is woken once");
+        assert!(!rx.publish());
+        assert!(tx.refresh_acked());
+        assert_eq!(tx.acked(), 2);
+        assert!(!tx.refresh_acked(), "no news");
+    }
+
+    #[test]
+    fn sleeping_consumer_is_woken_once() {
+        let (a, b) = pair(4, 256);
+        let (mut tx, _) = ends(&a, true);
+        let (_, mut rx) = ends(&b, false);
+        assert!(!rx.arm());
+        assert!(tx.push(Rec::default(), |_, _| {}));
+        assert!(tx.consumer_needs_wake());
+        assert!(!tx.consumer_needs_wake());
+        assert!(rx.arm(), "a record is pending");
+    }
+
+    #[test]
+    fn segments_are_size_sealed() {
+        use std::os::fd::AsRawFd;
+        let fd = sys::memfd(segment_len(4, 256)).unwrap();
+        assert!(sys::size_sealed(fd.as_fd()));
+        // SAFETY: plain system call on a descriptor we own.
+        let r = unsafe { libc::ftruncate(fd.as_raw_fd(), 0) };
+        assert_eq!(r, -1, "a sealed segment cannot be shrunk under its peer");
+        assert!(!valid_geometry(3, 256) && !valid_geometry(4, 100) && valid_geometry(4, 256));
+        assert!(sys::is_anon_inode(sys::eventfd().unwrap().as_fd()));
+        assert!(!sys::is_anon_inode(fd.as_fd()), "a memfd is not an eventfd");
+    }
+
+    #[test]
+    fn bad_headers_are_refused() {
+        let (a, b) = pair(4, 256);
+        let (mut tx, _) = ends(&a, true);
+        let (_, mut rx) = ends(&b, false);
+        assert!(tx.push(Rec::default(), |_, _| {}));
+        // Corrupt the length as a hostile peer would.
+        let slot = a.slot_ptr(0, 0);
+        // SAFETY: the slot header lies inside the mapping.
+        unsafe { (*slot.cast::<Rec>()).len = 10_000 };
+        assert!(rx.peek().is_err());
+        // A wrong magic is refused at adoption.
+        let fd = sys::memfd(segment_len(4, 256)).unwrap();
+        assert!(Segment::adopt(Mapping::new(fd.as_fd(), segment_len(4, 256)).unwrap()).is_none());
+    }
+}

@@ -154,7 +154,7 @@ impl DataPath {
 
 /// How a request went into the ring.
 pub(super) struct Pushed {
-    kind: u16,
+    kind: u32,
     total: u64,
     by_data: bool,
 }
