@@ -11,7 +11,9 @@
 //! ```
 //! The difference of the two counts over 200000 is the cost of one round trip (both ends);
 //! `two` as a third argument runs the echo end on its own thread instead (as `datperf`
-//! does: the counts then include the polling while waiting). `empty N` as third and fourth
+//! does: the counts then include the polling while waiting), timing every round trip (a
+//! clock read each) and printing percentiles: on a shared machine the low ones are the
+//! round trips in which both threads had a core. `empty N` as third and fourth
 //! arguments adds N polls that find nothing after the round trips (the cost of an empty
 //! poll: the difference of two runs over the difference of their N). `write` as third
 //! argument measures RDMA writes instead, in the pattern of `datperf lat --ops write`: each
@@ -101,6 +103,60 @@ fn leg(from: &End, to: &End, size: u32) -> u64 {
     recv(to, size)
 }
 
+/// With `DATRS_SHM_COLOURS` set (and as root: frame numbers in `/proc/self/pagemap`): the L2
+/// page colours of the connection's segment (1 MiB 16-way L2: 16 colours of 64 sets), as
+/// `scripts/page_colours.py` counts them for fresh segments: how many frames follow their
+/// predecessor, and the share of the slots' header lines (line 0 of every other page, with
+/// 8 KiB slots) that fall into sets holding more than 16 of them.
+#[allow(clippy::print_stderr)] // an example that reports what it measured
+fn segment_colours() {
+    use std::io::{Read, Seek, SeekFrom};
+    let maps = std::fs::read_to_string("/proc/self/maps").unwrap_or_default();
+    let Some((start, end)) = maps
+        .lines()
+        .find(|l| l.contains("memfd:datrs-shm"))
+        .and_then(|l| {
+            let (a, b) = l.split_whitespace().next()?.split_once('-')?;
+            Some((
+                u64::from_str_radix(a, 16).ok()?,
+                u64::from_str_radix(b, 16).ok()?,
+            ))
+        })
+    else {
+        return;
+    };
+    let Ok(mut pm) = std::fs::File::open("/proc/self/pagemap") else {
+        return;
+    };
+    let mut frames = Vec::new();
+    for page in (start..end).step_by(4096) {
+        let mut e = [0u8; 8];
+        if pm.seek(SeekFrom::Start(page / 4096 * 8)).is_err() || pm.read_exact(&mut e).is_err() {
+            return;
+        }
+        frames.push(u64::from_le_bytes(e) & ((1 << 55) - 1));
+    }
+    let pairs = frames.windows(2).filter(|w| w[1] == w[0] + 1).count();
+    let slot_pages = (frames.len() - 2) / 2;
+    let mut per_set = std::collections::HashMap::new();
+    for ring in 0..2 {
+        for j in 0..slot_pages / 2 {
+            // (A page never touched has no frame.)
+            let f = frames[2 + ring * slot_pages + 2 * j];
+            if f != 0 {
+                *per_set.entry(f % 16).or_insert(0u32) += 1;
+            }
+        }
+    }
+    let over: u32 = per_set.values().filter(|n| **n > 16).sum();
+    eprintln!(
+        "segment: {pairs}/{} consecutive frames, header lines in {} colours, {:.2} in overfull L2 sets",
+        frames.len() - 1,
+        per_set.len(),
+        f64::from(over) / per_set.values().sum::<u32>().max(1) as f64
+    );
+}
+
 #[allow(clippy::print_stderr)] // an example that reports what it measured
 fn main() {
     let args: Vec<String> = std::env::args().collect();
@@ -116,6 +172,7 @@ fn main() {
     let (a, b) = pair_with(8999, &extra);
     let t0 = Instant::now();
     let mut empty = 0;
+    let mut rtts = Vec::with_capacity(if two { iters as usize } else { 0 });
     if two {
         std::thread::scope(|s| {
             s.spawn(|| {
@@ -142,6 +199,7 @@ fn main() {
             )
             .unwrap();
             for _ in 0..iters {
+                let t = Instant::now();
                 a.ep.post_recv(
                     &[a.lmr.triplet(0, size)],
                     Cookie(0),
@@ -155,6 +213,7 @@ fn main() {
                 )
                 .unwrap();
                 empty += recv(&a, size);
+                rtts.push(t.elapsed());
             }
         });
     } else if write {
@@ -177,6 +236,22 @@ fn main() {
         el.as_secs_f64() * 1e6 / iters as f64 / 2.0,
         empty as f64 / iters as f64
     );
+    if std::env::var_os("DATRS_SHM_COLOURS").is_some() {
+        segment_colours();
+    }
+    if !rtts.is_empty() {
+        // Percentiles of the half round trips: on a shared machine the low ones are those
+        // in which both threads had a core, the mean is whatever the scheduler made of it.
+        rtts.sort_unstable();
+        let at = |q: f64| rtts[((rtts.len() - 1) as f64 * q) as usize].as_secs_f64() * 1e6 / 2.0;
+        eprintln!(
+            "half round trip percentiles (us): p10 {:.3}, p25 {:.3}, p50 {:.3}, p90 {:.3}",
+            at(0.10),
+            at(0.25),
+            at(0.50),
+            at(0.90)
+        );
+    }
     let _ = a.ia.close(CloseFlags::Abrupt);
     let _ = b.ia.close(CloseFlags::Abrupt);
     std::thread::sleep(Duration::from_millis(1));

@@ -54,7 +54,7 @@ use dat_core::types::{DtoOp, DtoStatus, MemPriv, PzId};
 
 use crate::copy;
 use crate::ring::{Consumer, Incoming, Producer, Rec, store_load_fence};
-use crate::sys::{self, RemoteIov};
+use crate::sys::{self, Iovs, RemoteIov};
 
 use iov::{STORES_IN_ORDER, advance, read_iovs, split_last_byte, truncate};
 
@@ -116,6 +116,11 @@ pub struct EpView<'a> {
 }
 
 /// The rings of a connected (or connecting) pair, and the work in flight on them.
+///
+/// Aligned to 128 bytes (a pair of cache lines): the ring ends' indices, written for every
+/// message, share no line with another allocation (the peer's data path, in an in-process
+/// pair, is written by a thread on another core).
+#[repr(align(128))]
 pub struct DataPath {
     tx: Producer,
     rx: Consumer,
@@ -595,7 +600,7 @@ impl DataPath {
                 let Some((p, len)) = copy::target(&seg) else {
                     return Err(Fatal);
                 };
-                let local = vec![RemoteIov {
+                let local: Iovs = smallvec::smallvec![RemoteIov {
                     addr: p as u64,
                     len: len as u64,
                 }];
@@ -708,12 +713,14 @@ impl DataPath {
     /// report the hang-up.
     fn cma(
         &self,
-        mut local: Vec<RemoteIov>,
+        mut local: Iovs,
         remote: &[RemoteIov],
         total: u64,
         into_peer: bool,
     ) -> Result<DtoStatus, PeerGone> {
-        let mut rest = remote.to_vec();
+        let mut rest = Iovs::from_slice(remote);
+        // The ranges before these are done (see `advance`).
+        let (mut l0, mut r0) = (0, 0);
         let mut done = 0u64;
         let last_apart = split_last_byte(&mut local) && !STORES_IN_ORDER;
         while done < total {
@@ -728,9 +735,9 @@ impl DataPath {
             // reference borrows; the kernel checks the peer's ranges.
             let r = unsafe {
                 if into_peer {
-                    sys::cma_writev(self.peer_pid, &local[..upto], &rest)
+                    sys::cma_writev(self.peer_pid, &local[l0..upto], &rest[r0..])
                 } else {
-                    sys::cma_readv(self.peer_pid, &local[..upto], &rest)
+                    sys::cma_readv(self.peer_pid, &local[l0..upto], &rest[r0..])
                 }
             };
             match r {
@@ -741,8 +748,8 @@ impl DataPath {
                 }
                 Ok(n) => {
                     done += n as u64;
-                    advance(&mut local, n as u64);
-                    advance(&mut rest, n as u64);
+                    advance(&mut local, &mut l0, n as u64);
+                    advance(&mut rest, &mut r0, n as u64);
                 }
             }
         }

@@ -5,7 +5,7 @@
 
 use dat_core::mem::Segment;
 
-use crate::sys::RemoteIov;
+use crate::sys::{Iovs, RemoteIov};
 
 /// Start pointer of a segment, if its range lies inside its buffer.
 fn base(seg: &Segment) -> Option<*mut u8> {
@@ -121,7 +121,7 @@ pub unsafe fn scatter_raw_ordered(segs: &[Segment], pos: u64, src: *const u8, n:
 }
 
 /// The addresses of `segs` in this process, for a peer's cross-memory attach.
-pub fn iovs(segs: &[Segment]) -> Vec<RemoteIov> {
+pub fn iovs(segs: &[Segment]) -> Iovs {
     segs.iter()
         .filter(|s| s.len > 0)
         .filter_map(|s| {

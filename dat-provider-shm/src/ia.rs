@@ -1,13 +1,12 @@
 //! One open shm IA: the [`Transport`] implementation, its state, and the provider thread that
 //! serves connection management and target-side RDMA while the application sleeps.
 //!
-//! Locking: one state mutex per IA, and a delivery mutex taken before it by every call that
-//! may produce upcalls. Upcalls are collected while the state is held and made after it is
-//! released but before the delivery mutex is, so completions of one endpoint reach the core
-//! in the order they were produced even when the application thread (in
-//! [`Transport::progress`]) and the provider thread both move data. An upcall that calls back
-//! into the transport (the facade rejects requests from inside one) takes only the state
-//! and runs its own upcalls inline.
+//! Locking: one state mutex per IA. Upcalls are collected while the state is held and made
+//! after it is released, in the order of the tickets their batches took under the lock
+//! (`turns`), so completions of one endpoint reach the core in the order they were produced
+//! even when the application thread (in [`Transport::progress`]) and the provider thread
+//! both move data. An upcall that calls back into the transport (the facade rejects requests
+//! from inside one) runs its own upcalls inline, within its batch's turn.
 
 use std::cell::Cell;
 use std::collections::VecDeque;
@@ -43,10 +42,12 @@ mod close;
 mod eps;
 mod slab;
 mod transport;
+mod turns;
 
 use active::Retry;
 use eps::EpTable;
 use slab::Slab;
+use turns::{Tickets, Turns};
 
 /// Validated parameters of an IA.
 #[derive(Clone, Debug)]
@@ -170,16 +171,25 @@ struct State {
     resweep: Vec<Instant>,
     next_cr: u32,
     next_any: u64,
+    /// Tickets of the upcall batches collected so far (see `turns`).
+    tickets: Tickets,
 }
 
 /// What the transport and its provider thread share.
+///
+/// Aligned to 128 bytes (a pair of cache lines, which the adjacent-line prefetcher moves
+/// together): the words every poll writes (`state`'s lock, `polled`, `turns`) share no line
+/// with another allocation, such as the other IA of an in-process pair, whose thread polls
+/// on another core.
+#[repr(align(128))]
 pub(crate) struct Shared {
     name: String,
     params: Params,
     cma_mode: bool,
     mem: SharedMemTable,
     state: Mutex<State>,
-    deliver: Mutex<()>,
+    /// Whose turn it is to make upcalls (see `turns`).
+    turns: Turns,
     epoll: Epoll,
     wake: OwnedFd,
     /// What an application thread asleep in `Transport::block` waits on: every connection's
@@ -207,7 +217,6 @@ pub(crate) struct Shared {
 /// The state, locked for a call that may make upcalls (see [`Shared::enter`]).
 struct Guard<'a> {
     st: MutexGuard<'a, State>,
-    deliver: Option<MutexGuard<'a, ()>>,
 }
 
 impl std::ops::Deref for Guard<'_> {
@@ -263,7 +272,7 @@ impl ShmIa {
             cma_mode,
             mem,
             state: Mutex::new(State::default()),
-            deliver: Mutex::new(()),
+            turns: Turns::default(),
             epoll,
             wake,
             app_epoll,
@@ -287,38 +296,30 @@ impl ShmIa {
 }
 
 impl Shared {
-    /// Locks the state for a call that may produce upcalls. Lock order: the delivery mutex,
-    /// then the state. A thread that is making upcalls already holds the delivery mutex
-    /// (the facade may call back into the transport from an upcall) and only takes the state.
+    /// Locks the state for a call that may produce upcalls ([`Shared::finish`] makes them).
     fn enter(&self) -> Guard<'_> {
-        let deliver = (!DELIVERING.with(Cell::get)).then(|| lock(&self.deliver));
         Guard {
             st: lock(&self.state),
-            deliver,
         }
     }
 
-    /// The delivery mutex of [`Shared::enter`] without waiting (`Some(None)`: this thread
-    /// already delivers), for a poll that found work under the state lock alone. It is
-    /// tried after the state here, against the lock order:
-    /// a try cannot deadlock, and if it fails another thread is delivering (and moving
-    /// data): the poll reports nothing and the caller polls again.
-    fn try_deliver(&self) -> Option<Option<MutexGuard<'_, ()>>> {
-        if DELIVERING.with(Cell::get) {
-            Some(None)
-        } else {
-            self.deliver.try_lock().ok().map(Some)
-        }
-    }
-
-    /// Releases the state and makes the collected upcalls, in order, before releasing the
-    /// delivery mutex (so upcalls of one endpoint never overtake each other).
+    /// Releases the state and makes the collected upcalls, in order, once every batch
+    /// collected before them has been made (so upcalls of one endpoint never overtake each
+    /// other). A thread already making upcalls (an upcall that called back into the
+    /// transport) makes these at once, within its own turn.
     fn finish(&self, g: Guard<'_>, out: &mut Ups) {
-        let Guard { st, deliver } = g;
-        drop(st);
+        let Guard { mut st } = g;
         if out.is_empty() {
             return;
         }
+        if DELIVERING.with(Cell::get) {
+            drop(st);
+            out.drain(..).for_each(Up::run);
+            return;
+        }
+        let ticket = st.tickets.take();
+        drop(st);
+        let _turn = self.turns.wait(ticket);
         if out.len() == 1 && matches!(out[0], Up::Done(..) | Up::Retired(..)) {
             // One completion (a poll that found a message) or count of retired requests:
             // the facade never calls back into the transport from either upcall, so no
@@ -328,14 +329,17 @@ impl Shared {
             }
             return;
         }
-        if deliver.is_some() {
-            DELIVERING.with(|f| f.set(true));
-            out.drain(..).for_each(Up::run);
-            DELIVERING.with(|f| f.set(false));
-        } else {
-            out.drain(..).for_each(Up::run);
-        }
-        drop(deliver);
+        DELIVERING.with(|f| f.set(true));
+        out.drain(..).for_each(Up::run);
+        DELIVERING.with(|f| f.set(false));
+    }
+
+    /// True if a poll that found work under the state lock should move it: nobody else is
+    /// making upcalls or waiting to (else that thread moved data too: the poll reports
+    /// nothing and the caller polls again, as it would have found the lock taken), or this
+    /// thread is the one making them.
+    fn may_deliver(&self, tickets: &Tickets) -> bool {
+        DELIVERING.with(Cell::get) || self.turns.idle(tickets)
     }
 
     fn poke(&self) {

@@ -55,7 +55,7 @@
 //! |-----|------|---------|---------|
 //! | `dir` | string | `$XDG_RUNTIME_DIR/datrs-shm`, else `/tmp/datrs-shm-<uid>` | rendezvous directory |
 //! | `ring_slots` | integer | 64 | slots per ring direction (power of two, 2..=65536) |
-//! | `slot_size` | integer | 8192 | bytes per slot incl. a 56-byte header (multiple of 64, 256..=1 MiB) |
+//! | `slot_size` | integer | 8192 | bytes per slot incl. its 64-byte header line (multiple of 64, 256..=1 MiB) |
 //! | `rdma` | `"auto"` / `"copy"` | `"auto"` | allow cross-memory attach, or always copy through the ring |
 //! | `rdma_inline` | integer | 65536 | with cross-memory attach, RDMA writes and reads (and sends) of up to this many bytes still travel through the ring (capped at a quarter of the ring): a `process_vm_readv`/`writev` system call per request costs more than copying a small payload twice (`BENCHMARKS.md`, "small RDMA, session 5"); 0: every RDMA by cross-memory attach |
 //! | `allow_other_users` | bool | false | accept requesters of other user ids (then `dir` is used as set up by the administrator, not forced to 0700; cross-memory attach across users needs `CAP_SYS_PTRACE`, else the ring copy is used) |

@@ -432,7 +432,14 @@ pub struct RemoteIov {
     pub len: u64,
 }
 
-fn iovecs(v: &[RemoteIov]) -> Vec<libc::iovec> {
+/// An address list for cross-memory attach, inline up to four ranges (a request's segments,
+/// the target's one region, the last byte apart): no allocation per request in the common
+/// case.
+pub type Iovs = smallvec::SmallVec<[RemoteIov; 4]>;
+
+/// The kernel's form of an address list (inline up to eight ranges: no allocation per call in
+/// the common case).
+fn iovecs(v: &[RemoteIov]) -> smallvec::SmallVec<[libc::iovec; 8]> {
     v.iter()
         .map(|r| libc::iovec {
             iov_base: r.addr as usize as *mut libc::c_void,

@@ -4,7 +4,7 @@
 
 use super::Fatal;
 use crate::ring::Incoming;
-use crate::sys::RemoteIov;
+use crate::sys::{Iovs, RemoteIov};
 
 /// Writes the list into `len` bytes at `dst` (16 bytes an iov; as many as fit).
 pub(super) fn write_iovs(iovs: &[RemoteIov], dst: *mut u8, len: usize) {
@@ -17,12 +17,12 @@ pub(super) fn write_iovs(iovs: &[RemoteIov], dst: *mut u8, len: usize) {
     }
 }
 
-pub(super) fn read_iovs(inc: Incoming) -> Result<Vec<RemoteIov>, Fatal> {
+pub(super) fn read_iovs(inc: Incoming) -> Result<Iovs, Fatal> {
     let n = usize::try_from(inc.rec.c).map_err(|_| Fatal)?;
     if n.checked_mul(16).is_none_or(|b| b > inc.rec.len as usize) {
         return Err(Fatal);
     }
-    let mut v = Vec::with_capacity(n);
+    let mut v = Iovs::with_capacity(n);
     for i in 0..n {
         let mut b = [0u8; 16];
         // SAFETY: `i*16+16 <= rec.len`, which `peek` checked fits the slot's payload.
@@ -48,7 +48,7 @@ pub(super) const STORES_IN_ORDER: bool = cfg!(any(target_arch = "x86", target_ar
 /// piece; so the last byte is copied by the last copy, after every other byte, and with
 /// [`STORES_IN_ORDER`] that is the order another process sees, with no extra system call.
 /// Returns true if the list ends with such a one-byte iovec after other bytes.
-pub(super) fn split_last_byte(iovs: &mut Vec<RemoteIov>) -> bool {
+pub(super) fn split_last_byte(iovs: &mut Iovs) -> bool {
     while iovs.last().is_some_and(|v| v.len == 0) {
         iovs.pop();
     }
@@ -64,7 +64,7 @@ pub(super) fn split_last_byte(iovs: &mut Vec<RemoteIov>) -> bool {
 }
 
 /// Keeps the first `n` bytes of an iov list.
-pub(super) fn truncate(iovs: &mut Vec<RemoteIov>, mut n: u64) {
+pub(super) fn truncate(iovs: &mut Iovs, mut n: u64) {
     let mut keep = 0;
     for v in iovs.iter_mut() {
         if n == 0 {
@@ -77,15 +77,16 @@ pub(super) fn truncate(iovs: &mut Vec<RemoteIov>, mut n: u64) {
     iovs.truncate(keep);
 }
 
-/// Drops the first `n` bytes of an iov list.
-pub(super) fn advance(iovs: &mut Vec<RemoteIov>, mut n: u64) {
+/// Drops the first `n` bytes of the iov list `iovs[*start..]`: `*start` moves past the
+/// ranges wholly done (no shifting of the list), the first range left is shortened.
+pub(super) fn advance(iovs: &mut [RemoteIov], start: &mut usize, mut n: u64) {
     while n > 0 {
-        let Some(first) = iovs.first_mut() else {
+        let Some(first) = iovs.get_mut(*start) else {
             return;
         };
         if first.len <= n {
             n -= first.len;
-            iovs.remove(0);
+            *start += 1;
         } else {
             first.addr += n;
             first.len -= n;

@@ -40,18 +40,32 @@ fn target() -> (DataPath, ring::Producer) {
 #[test]
 fn the_last_byte_of_a_cma_transfer_gets_its_own_iovec() {
     let iov = |addr, len| RemoteIov { addr, len };
-    let mut v = vec![iov(100, 8), iov(500, 4), iov(900, 0)];
+    let mut v: Iovs = smallvec::smallvec![iov(100, 8), iov(500, 4), iov(900, 0)];
     assert!(split_last_byte(&mut v));
-    assert_eq!(v, vec![iov(100, 8), iov(500, 3), iov(503, 1)]);
-    let mut two = vec![iov(100, 8), iov(300, 1)];
+    assert_eq!(v.as_slice(), [iov(100, 8), iov(500, 3), iov(503, 1)]);
+    let mut two: Iovs = smallvec::smallvec![iov(100, 8), iov(300, 1)];
     assert!(split_last_byte(&mut two));
-    assert_eq!(two, vec![iov(100, 8), iov(300, 1)]);
-    let mut one = vec![iov(7, 1)];
+    assert_eq!(two.as_slice(), [iov(100, 8), iov(300, 1)]);
+    let mut one: Iovs = smallvec::smallvec![iov(7, 1)];
     assert!(!split_last_byte(&mut one), "a single byte is simply last");
-    assert_eq!(one, vec![iov(7, 1)]);
-    let mut none: Vec<RemoteIov> = vec![iov(7, 0)];
+    assert_eq!(one.as_slice(), [iov(7, 1)]);
+    let mut none: Iovs = smallvec::smallvec![iov(7, 0)];
     assert!(!split_last_byte(&mut none));
     assert!(none.is_empty());
+}
+
+/// A copy that moved `n` bytes leaves the ranges after them, without shifting the list.
+#[test]
+fn a_partial_cma_copy_advances_past_the_ranges_done() {
+    let iov = |addr, len| RemoteIov { addr, len };
+    let mut v = [iov(100, 8), iov(500, 4), iov(900, 2)];
+    let mut start = 0;
+    advance(&mut v, &mut start, 10);
+    assert_eq!((start, v[start]), (1, iov(502, 2)));
+    advance(&mut v, &mut start, 2);
+    assert_eq!((start, v[start]), (2, iov(900, 2)));
+    advance(&mut v, &mut start, 5);
+    assert_eq!(start, 3, "past the end: nothing left");
 }
 
 #[test]

@@ -30,7 +30,11 @@ impl ShmIa {
             matches!(c.phase, Phase::Connected) && c.data.as_mut().is_some_and(|d| d.has_work())
         };
         let State {
-            conns, eps, srqs, ..
+            conns,
+            eps,
+            srqs,
+            tickets,
+            ..
         } = &mut *st;
         let slots = conns.slots_mut();
         // The first connection with work, if any (most polls find none and stop here).
@@ -47,7 +51,9 @@ impl ShmIa {
         }
         let rest = slots.get_mut(first..).filter(|r| !r.is_empty())?;
         // Another thread delivering is moving data too: report nothing.
-        let deliver = sh.try_deliver()?;
+        if !sh.may_deliver(tickets) {
+            return None;
+        }
         let mut out = Ups::new();
         let mut any = false;
         let mut broken = Vec::new();
@@ -62,7 +68,7 @@ impl ShmIa {
                 Err(Fatal) => broken.push(*id),
             }
         }
-        let mut g = Guard { st, deliver };
+        let mut g = Guard { st };
         if closing || !broken.is_empty() {
             any |= sh.after_pump(&mut g, broken, closing, &mut out);
         }
