@@ -256,7 +256,8 @@ pub trait EpUpcalls: Send + Sync {
     /// `n` requests posted with `DAT_COMPLETION_SUPPRESS_FLAG` completed successfully and are
     /// not reported one by one (a transport that spares itself their upcalls counts them
     /// here instead). Reported no later than the completion of any request posted after
-    /// them, so that once a consumer has seen that one, none of them counts as outstanding.
+    /// them, so that once a consumer has seen that one, none of them counts as outstanding,
+    /// unless [`Transport::retired_unreported`] counts them meanwhile.
     fn retired(&self, n: u32);
 }
 
@@ -523,6 +524,14 @@ pub trait Transport: Send + Sync {
     /// waiters while they spin, so that the thread that waits also drives the transport.
     fn progress(&self) -> bool {
         false
+    }
+
+    /// Requests of `ep` posted with `DAT_COMPLETION_SUPPRESS_FLAG` that completed
+    /// successfully and are not reported through [`EpUpcalls::retired`] yet: a transport may
+    /// hold that report back (no upcall per message of a ping-pong) as long as it answers
+    /// here. Asked by `dat_ep_get_status` only. The default is 0 (every one reported).
+    fn retired_unreported(&self, _ep: EpId) -> u64 {
+        0
     }
 
     /// [`Transport::progress`] for a poll of `evd` (`dat_evd_dequeue`): a transport with a

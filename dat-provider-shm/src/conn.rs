@@ -148,7 +148,7 @@ pub struct DataPath {
     wanted: usize,
     /// Suppressed requests completed and let go of, not reported yet (see
     /// [`DataPath::report_quiet`]).
-    quiet_done: u32,
+    quiet_done: u64,
     /// A graceful disconnect waits for every request: watch the head for all of them.
     closing: bool,
     /// Polls that looked for completions (see [`DataPath::completable`]).

@@ -572,3 +572,36 @@ fn a_runaway_receive_queue_is_insufficient_resources() {
     a.ia.close(CloseFlags::Abrupt).unwrap();
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// A ping-pong whose sends are all suppressed: the provider reports their retirement to the
+/// facade only when asked (`retired_unreported`) or before a later request's completion, and
+/// `dat_ep_get_status` still finds the requester idle once the replies came back.
+#[test]
+fn suppressed_sends_of_a_ping_pong_leave_the_endpoint_idle() {
+    let dir = scratch("status");
+    let reg = registry(&dir, "");
+    let (a, b) = (Side::new(&reg), Side::new(&reg));
+    let _sp = connect_pair(&a, &b, 5000);
+    for i in 0..20u64 {
+        b.ep.post_recv(&[b.lmr.triplet(0, 64)], Cookie(i), none())
+            .unwrap();
+        a.ep.post_recv(&[a.lmr.triplet(0, 64)], Cookie(i), none())
+            .unwrap();
+        a.ep.post_send(&[a.lmr.triplet(0, 8)], Cookie(i), CompletionFlags::SUPPRESS)
+            .unwrap();
+        assert_eq!(dto(&b.dto).cookie, Cookie(i));
+        b.ep.post_send(&[b.lmr.triplet(0, 8)], Cookie(i), CompletionFlags::SUPPRESS)
+            .unwrap();
+        assert_eq!(dto(&a.dto).cookie, Cookie(i));
+    }
+    // Each reply proves the peer took the send before it; none of a's requests had a
+    // completion of its own, so the count of the twenty comes from the provider on demand.
+    // (b's last send stays outstanding until a's next record says it was taken: the head
+    // word is read lazily, see `Ep::status`.)
+    let st = a.ep.status().unwrap();
+    assert_eq!((st.requests, st.recvs), (0, 0), "{st:?}");
+    assert_eq!(b.ep.status().unwrap().recvs, 0);
+    a.ia.close(CloseFlags::Abrupt).unwrap();
+    b.ia.close(CloseFlags::Abrupt).unwrap();
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -508,7 +508,11 @@ impl Ep {
     pub fn status(&self) -> DatResult<EpStatus> {
         self.inner.check()?;
         let state = self.inner.core.lock().state;
+        // The facade's count first, then what the transport holds back: a report made in
+        // between is then missed by both (a moment's overcount), never subtracted twice.
         let (recvs, requests) = self.inner.core.routes().outstanding();
+        let held_back = self.inner.ia.transport.retired_unreported(self.inner.id);
+        let requests = requests.saturating_sub(held_back);
         Ok(EpStatus {
             state,
             recvs,

@@ -73,9 +73,11 @@ impl DataPath {
             any = true;
             // A successful completion the consumer suppressed is dropped by the core
             // anyway: no upcall for it (the common case of a streaming sender), only a
-            // count for the run, reported before the next completion.
+            // count, reported before the next completion of a request, at the end of the
+            // connection, or asked for (`retired_unreported`). Reporting each run cost a
+            // ping-pong an upcall per message (shm 8 B 0.22 -> 0.26 us).
             if s.quiet() {
-                self.quiet_done = self.quiet_done.saturating_add(1);
+                self.quiet_done += 1;
             } else {
                 self.wanted = self.wanted.saturating_sub(1);
                 self.report_quiet(upcalls, out);
@@ -85,19 +87,25 @@ impl DataPath {
                 ));
             }
         }
-        self.report_quiet(upcalls, out);
         any
     }
 
     /// Queues the count of suppressed requests completed since the last report
-    /// (`EpUpcalls::retired`), if any. Called before any later completion is queued and
-    /// whenever `retire` runs, so that the count is out before the consumer can see a
-    /// completion of a request posted after them.
+    /// (`EpUpcalls::retired`), if any. Called before any later completion of a request is
+    /// queued and when the connection ends, so that the count is out before the consumer
+    /// can see a completion of a request posted after them.
     pub(super) fn report_quiet(&mut self, upcalls: &Arc<dyn EpUpcalls>, out: &mut Ups) {
-        if self.quiet_done > 0 {
-            out.push(Up::Retired(upcalls.clone(), self.quiet_done));
-            self.quiet_done = 0;
+        while self.quiet_done > 0 {
+            let n = u32::try_from(self.quiet_done).unwrap_or(u32::MAX);
+            out.push(Up::Retired(upcalls.clone(), n));
+            self.quiet_done -= u64::from(n);
         }
+    }
+
+    /// Suppressed requests completed successfully and not reported yet
+    /// (`Transport::retired_unreported`).
+    pub fn retired_unreported(&self) -> u64 {
+        self.quiet_done
     }
 
     /// [`DataPath::retire`] of the oldest requests as long as their completions are
@@ -113,7 +121,7 @@ impl DataPath {
             if s.held {
                 self.held.pop_front();
             }
-            self.quiet_done = self.quiet_done.saturating_add(1);
+            self.quiet_done += 1;
         }
     }
 }

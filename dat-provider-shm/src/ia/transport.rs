@@ -494,6 +494,16 @@ impl Transport for ShmIa {
         self.poll().unwrap_or(false)
     }
 
+    fn retired_unreported(&self, ep: EpId) -> u64 {
+        let st = lock(&self.shared.state);
+        st.eps
+            .get(&ep)
+            .and_then(|e| e.conn)
+            .and_then(|id| st.conns.get(&id))
+            .and_then(|c| c.data.as_ref())
+            .map_or(0, |d| d.retired_unreported())
+    }
+
     /// Arms every connected ring and sleeps on their eventfds (and the unblock eventfd), then
     /// moves data on the calling thread: completions reach the waiter's EVD from its own
     /// thread, with no hand-off from the provider thread.
