@@ -36,3 +36,18 @@ rxe_dapltest_p() {
     )
     grep -a 'Operation Throughput' "$log.log" | grep -oE '[0-9]+(\.[0-9]+)?' | head -n 1 || true
 }
+
+# rxe_pair NAME LABEL=DIR FILE... (on the host): prints LABEL=ABSDIR once DIR holds every FILE
+# and lies inside the checkout $root (the only tree shared with the VM); else says so as NAME
+# and exits 2.
+rxe_pair() {
+    local name=$1 a=$2 d f
+    shift 2
+    case $a in *=*) ;; *) echo "$name: expected LABEL=DIR, got $a" >&2; exit 2 ;; esac
+    d=$(cd "${a#*=}" && pwd) || exit 2
+    for f in "$@"; do
+        [ -f "$d/$f" ] || { echo "$name: no $d/$f" >&2; exit 2; }
+    done
+    case $d in "$root"/*) ;; *) echo "$name: $d is outside $root (not shared with the VM)" >&2; exit 2 ;; esac
+    echo "${a%%=*}=$d"
+}

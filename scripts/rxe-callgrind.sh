@@ -121,10 +121,7 @@ for a in "$@"; do
         continue
     fi
     case $a in *=*) ;; *) usage ;; esac
-    d=$(cd "${a#*=}" && pwd)
-    [ -f "$d/$need" ] || { echo "rxe-callgrind: no $d/$need" >&2; exit 2; }
-    case $d in "$root"/*) ;; *) echo "rxe-callgrind: $d is outside $root" >&2; exit 2 ;; esac
-    pairs+=("${a%%=*}=$d")
+    pairs+=("$(rxe_pair rxe-callgrind "$a" "$need")") || exit 2
 done
 "$vm" --timeout 1800 --share "$root" \
     --env RUST_LOG="${RUST_LOG:-warn}" \

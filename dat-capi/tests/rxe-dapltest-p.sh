@@ -61,10 +61,7 @@ out="$root/target/rxe-dapltest-p"
 mkdir -p "$out"
 pairs=()
 for a in "$@"; do
-    d=$(cd "${a#*=}" && pwd)
-    [ -f "$d/libdat_capi.so" ] || { echo "rxe-dapltest-p: no $d/libdat_capi.so" >&2; exit 2; }
-    case $d in "$root"/*) ;; *) echo "rxe-dapltest-p: $d is outside $root" >&2; exit 2 ;; esac
-    pairs+=("${a%%=*}=$d")
+    pairs+=("$(rxe_pair rxe-dapltest-p "$a" libdat_capi.so)") || exit 2
 done
 exec "$vm" --timeout 1800 --env RUST_LOG="${RUST_LOG:-warn}" \
     -- "$root/dat-capi/tests/rxe-dapltest-p.sh" --guest "$out" \

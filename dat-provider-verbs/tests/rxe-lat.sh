@@ -102,11 +102,7 @@ if [ $# -eq 0 ]; then
     pairs=("this=$out/this")
 else
     for a in "$@"; do
-        d=$(cd "${a#*=}" && pwd)
-        [ -x "$d/datperf" ] && [ -f "$d/libdat_capi.so" ] \
-            || { echo "rxe-lat: $d needs datperf and libdat_capi.so" >&2; exit 2; }
-        case $d in "$root"/*) ;; *) echo "rxe-lat: $d is outside $root (not shared with the VM)" >&2; exit 2 ;; esac
-        pairs+=("${a%%=*}=$d")
+        pairs+=("$(rxe_pair rxe-lat "$a" datperf libdat_capi.so)") || exit 2
     done
 fi
 exec "$vm" --timeout 1800 --env RUST_LOG="${RUST_LOG:-warn}" \
