@@ -44,7 +44,7 @@ pub const WR_MARK: u64 = 1 << 60;
 
 /// At most `SIGNAL_EVERY - 1` requests in a row go unsignalled; the QP's send queue is
 /// `max_request_dtos + SIGNAL_EVERY` deep (device limits permitting, see
-/// [`EpSt::unsignalled_limit`]).
+/// [`SignalRun::for_queue`]).
 pub const SIGNAL_EVERY: u32 = 8;
 
 /// Where an endpoint is in its connection's life, as the provider sees it.
