@@ -17,6 +17,9 @@ use crate::verbs::{dto_status, wc_room};
 /// One poll of an EVD in this many looks at every CQ of the IA ([`Shared::progress_evd`]).
 pub const OTHERS_EVERY: u32 = 8;
 
+/// Work completions taken per `ibv_poll_cq`.
+const POLL_BATCH: usize = 8;
+
 impl Shared {
     /// Polls every CQ once without blocking; true if anything was delivered.
     pub fn progress(&self) -> bool {
@@ -47,8 +50,8 @@ impl Shared {
         self.drain(false)
     }
 
-    /// Polls `slot` until it is empty and delivers its completions. With `wait` false a CQ
-    /// another thread is polling is skipped.
+    /// Polls `slot` until a poll returns fewer work completions than it had room for, and
+    /// delivers them. With `wait` false a CQ another thread is polling is skipped.
     pub fn poll_cq(&self, slot: &CqSlot, wait: bool) -> bool {
         let _g = if wait {
             lock(&slot.poll)
@@ -59,7 +62,7 @@ impl Shared {
                 Err(std::sync::TryLockError::WouldBlock) => return false,
             }
         };
-        let mut room = wc_room::<8>();
+        let mut room = wc_room::<POLL_BATCH>();
         let mut any = false;
         loop {
             let wcs = match slot.cq.poll(&mut room) {
@@ -73,8 +76,15 @@ impl Shared {
                 return any;
             }
             any = true;
+            // A batch short of the room means the CQ was empty at that poll: the next poll
+            // (of this caller or another) takes whatever comes after, so none is made here (a
+            // ping-pong end would otherwise poll twice per completion, the second in vain).
+            let more = wcs.len() == POLL_BATCH;
             for wc in wcs {
                 self.handle_wc(wc);
+            }
+            if !more {
+                return true;
             }
         }
     }
