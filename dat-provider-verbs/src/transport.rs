@@ -506,7 +506,7 @@ impl Transport for VerbsIa {
             if posted {
                 post_recv(qp, None, st.recvs.next_seq() | WR_RECV, &wr).map_err(full)?;
             }
-            st.recvs.push(Pending {
+            st.recvs.push_with(|| Pending {
                 wr,
                 signaled: true,
                 posted,
@@ -525,7 +525,7 @@ impl Transport for VerbsIa {
         let signaled = sig.next(may_skip_signal(wr.flags, wr.op));
         post_send(qp, st.sends.next_seq(), &wr, (st.max_inline, signaled)).map_err(full)?;
         st.sig = sig;
-        st.sends.push(Pending {
+        st.sends.push_with(|| Pending {
             wr,
             signaled,
             posted: true,
