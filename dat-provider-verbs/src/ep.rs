@@ -240,19 +240,35 @@ impl EpSt {
     }
 }
 
+/// The scatter/gather entry of one segment.
+#[inline]
+fn sge(s: &dat_core::mem::Segment) -> sys::ibv_sge {
+    sys::ibv_sge {
+        // The segment lies inside its registered buffer (the core resolved it).
+        addr: s.buf.as_ptr() as u64 + s.offset as u64,
+        length: u32::try_from(s.len).unwrap_or(u32::MAX),
+        lkey: s.lkey,
+    }
+}
+
 /// Scatter/gather entries of a request's segments (zero-length segments are left out: some
-/// devices read a zero length as 2 GiB).
-fn sges(wr: &WorkRequest) -> smallvec::SmallVec<[sys::ibv_sge; 4]> {
-    wr.segs
-        .iter()
-        .filter(|s| s.len > 0)
-        .map(|s| sys::ibv_sge {
-            // The segment lies inside its registered buffer (the core resolved it).
-            addr: s.buf.as_ptr() as u64 + s.offset as u64,
-            length: u32::try_from(s.len).unwrap_or(u32::MAX),
-            lkey: s.lkey,
-        })
-        .collect()
+/// devices read a zero length as 2 GiB), and their total length. One segment, the usual
+/// post, takes no collection.
+#[inline]
+fn sges(wr: &WorkRequest) -> (smallvec::SmallVec<[sys::ibv_sge; 4]>, u64) {
+    let mut list = smallvec::SmallVec::new();
+    if let [s] = wr.segs.as_slice() {
+        if s.len > 0 {
+            list.push(sge(s));
+        }
+        return (list, s.len_u64());
+    }
+    let mut len = 0u64;
+    for s in wr.segs.iter().filter(|s| s.len > 0) {
+        list.push(sge(s));
+        len = len.saturating_add(s.len_u64());
+    }
+    (list, len)
 }
 
 /// Posts a receive to `qp` (or, with `srq`, to the SRQ).
@@ -265,7 +281,7 @@ pub fn post_recv(
     wr_id: u64,
     wr: &WorkRequest,
 ) -> io::Result<()> {
-    let mut list = sges(wr);
+    let (mut list, _) = sges(wr);
     // SAFETY: plain data; all-zero is valid.
     let mut r: sys::ibv_recv_wr = unsafe { std::mem::zeroed() };
     r.wr_id = wr_id;
@@ -294,8 +310,7 @@ pub fn post_send(
     wr: &WorkRequest,
     (max_inline, signal): (u32, bool),
 ) -> io::Result<()> {
-    let mut list = sges(wr);
-    let len = wr.len();
+    let (mut list, len) = sges(wr);
     let inline = len > 0
         && len <= u64::from(max_inline)
         && matches!(wr.op, PostOp::Send | PostOp::RdmaWrite(_));

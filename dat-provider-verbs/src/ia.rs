@@ -13,7 +13,10 @@
 //! # Locks
 //! Order: a CQ's lock, then an endpoint's lock. Completions are delivered holding their CQ's
 //! lock (so they stay in CQ order whoever polls) but never an endpoint's lock; connection
-//! facts are delivered with no lock held. No upcall calls back into the transport.
+//! facts are delivered with no lock held. No upcall calls back into the transport. The
+//! endpoint map's read lock comes before an endpoint's lock (a post holds it for the post,
+//! the event thread while it looks at deadlines); its write lock is taken with no endpoint's
+//! lock held.
 
 use std::net::IpAddr;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};

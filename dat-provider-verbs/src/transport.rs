@@ -490,7 +490,13 @@ impl Transport for VerbsIa {
     }
 
     fn post(&self, ep: EpId, wr: WorkRequest) -> DatResult<()> {
-        let ep = self.ep(ep)?;
+        // Looked up under the map's read lock, held for the post (no reference count taken:
+        // the map is written only by endpoint creation, free and close, which hold no
+        // endpoint's lock while they wait for it).
+        let eps = read(&self.shared.eps);
+        let ep = eps
+            .get(&ep)
+            .ok_or_else(|| DatError::invalid_state(Subtype::NoSubtype))?;
         let recv = wr.op == PostOp::Recv;
         let full = |e: io::Error| {
             tracing::debug!(error = %e, "post failed");
@@ -516,6 +522,8 @@ impl Transport for VerbsIa {
         }
         if qp.is_null() {
             drop(st);
+            let ep = ep.clone();
+            drop(eps);
             Shared::flush_now(&ep, &wr);
             return Ok(());
         }
