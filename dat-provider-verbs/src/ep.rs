@@ -123,6 +123,9 @@ pub struct EpSt {
     pub srq: Option<Arc<crate::ia::SrqSlot>>,
     /// Memory window binds posted, by `wr_id`, with their status once complete.
     pub binds: std::collections::HashMap<u64, Option<DtoStatus>>,
+    /// A terminal fact's flushes are being delivered (`ia::Shared::fail_ep`): a post then
+    /// joins them (kept, not given to the QP) so that its flush comes after theirs.
+    pub flushing: bool,
 }
 
 /// One endpoint.
@@ -158,6 +161,7 @@ impl Ep {
                 cqs: Vec::new(),
                 srq: None,
                 binds: std::collections::HashMap::new(),
+                flushing: false,
             }),
         }
     }

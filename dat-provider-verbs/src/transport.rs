@@ -507,6 +507,25 @@ impl Transport for VerbsIa {
         };
         let mut st = lock(&ep.st);
         let qp = st.cm.as_ref().map_or(std::ptr::null_mut(), CmId::qp);
+        if st.phase == Phase::Done && !qp.is_null() {
+            // The terminal fact is reported (or being reported): the QP is in error and the
+            // request completes as flushed, after the flushes of the fact (see `fail_ep`).
+            if st.flushing {
+                let q = if recv { &mut st.recvs } else { &mut st.sends };
+                q.push_with(|| Pending {
+                    wr,
+                    signaled: true,
+                    posted: false,
+                    reported: false,
+                });
+                return Ok(());
+            }
+            drop(st);
+            let ep = ep.clone();
+            drop(eps);
+            Shared::flush_now(&ep, &wr);
+            return Ok(());
+        }
         if recv {
             let posted = !qp.is_null();
             if posted {

@@ -197,9 +197,10 @@ impl Shared {
     }
 
     /// Reports the terminal fact `fact` of `ep`: moves its QP to error, delivers the
-    /// successful completions already in its CQs (`drain`), reports the fact, then flushes
-    /// everything outstanding in posting order. With `disconnect` the peer is told
-    /// (`rdma_disconnect`). Nothing happens if a terminal fact was reported already.
+    /// successful completions already in its CQs (`drain`), flushes everything outstanding in
+    /// posting order (and the requests posted meanwhile), then reports the fact. With
+    /// `disconnect` the peer is told (`rdma_disconnect`). Nothing happens if a terminal fact
+    /// was reported already.
     pub fn fail_ep(&self, ep: &Arc<Ep>, fact: CmFact, drain: bool, disconnect: bool) {
         let cqs = {
             let mut st = lock(&ep.st);
@@ -222,16 +223,29 @@ impl Shared {
                 self.poll_cq(c, true);
             }
         }
-        let flushed = {
+        let mut flushed = {
             let mut st = lock(&ep.st);
             st.phase = Phase::Done;
+            st.flushing = true;
             st.flush_all()
         };
         tracing::debug!(ia = %self.name, ep = ep.id.0, ?fact, flushed = flushed.len(), "connection fact");
-        ep.upcalls.cm(fact);
-        for c in flushed {
-            ep.upcalls.completion(c);
+        // The flushes go before the fact, in posting order, and so do those of requests posted
+        // while they are delivered (kept by `Transport::post`, not given to the QP): once the
+        // facade has the fact it completes later posts as flushed itself, which must not
+        // overtake a flush of this provider.
+        loop {
+            for c in &flushed {
+                ep.upcalls.completion(*c);
+            }
+            let mut st = lock(&ep.st);
+            flushed = st.flush_all();
+            if flushed.is_empty() {
+                st.flushing = false;
+                break;
+            }
         }
+        ep.upcalls.cm(fact);
     }
 
     /// Completes a request that never reached the hardware as flushed (a post racing a
