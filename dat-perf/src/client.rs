@@ -377,8 +377,15 @@ fn fence(s: &Side, mut outstanding: u32) -> PerfResult<()> {
     Ok(())
 }
 
-/// Runs a warm-up chunk, then chunks of growing size until `iters` operations or `budget` of
-/// timed work; returns the operations and time that count.
+/// Least time of warm-up chunks before a figure (at most a quarter of its budget). A figure
+/// of 2 000 small round trips lasts 10-30 ms, about as long as what an earlier series leaves
+/// behind: after `fi_pingpong` kept both cores busy, tcp send/recv ran 1.5-1.8x slower for
+/// the next tens of milliseconds (session 7 in dat-provider-tcp/BENCHMARKS.md).
+pub const WARM_UP: Duration = Duration::from_millis(20);
+
+/// Runs warm-up chunks for at least [`WARM_UP`] of their own time (bounded by a quarter of
+/// `budget`), then chunks of growing size until `iters` operations or `budget` of timed
+/// work; returns the operations and time that count.
 ///
 /// # Errors
 /// The first error of `chunk`.
@@ -388,7 +395,11 @@ pub fn chunked(
     mut chunk: impl FnMut(u64) -> PerfResult<Duration>,
 ) -> PerfResult<(u64, Duration)> {
     let iters = iters.max(1);
-    chunk((iters / 10).clamp(1, 100))?;
+    let warm = (iters / 10).clamp(1, 100);
+    let mut warmed = chunk(warm)?;
+    while warmed < WARM_UP.min(budget / 4) {
+        warmed += chunk(warm)?.max(Duration::from_micros(1));
+    }
     let mut done = 0;
     let mut elapsed = Duration::ZERO;
     let mut n = (iters / 4).max(1);
@@ -585,7 +596,9 @@ mod tests {
             Ok(Duration::from_millis(1))
         })
         .unwrap();
-        assert_eq!(calls, vec![10, 25, 50, 25]);
+        // Warm-up chunks of 10 for 20 ms of their time, then 25, 50, 25 measured.
+        assert_eq!(calls[..20], [10; 20]);
+        assert_eq!(calls[20..], [25, 50, 25]);
         assert_eq!((done, elapsed), (100, Duration::from_millis(3)));
 
         let mut calls = Vec::new();

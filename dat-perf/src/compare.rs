@@ -44,6 +44,10 @@ pub struct Config {
     pub rounds: u32,
     /// How the two ends of each IA's pair get their IAs.
     pub pairing: Pairing,
+    /// Only the steps whose description contains one of these (default, empty: every step).
+    /// The IAs are opened all the same, so that a series can be measured next to the
+    /// threads of IAs that run nothing (to find which earlier series slows a later one).
+    pub only: Vec<String>,
 }
 
 impl Config {
@@ -61,6 +65,7 @@ impl Config {
             server_ia: None,
             rounds: 3,
             pairing: Pairing::TwoIas,
+            only: Vec::new(),
         }
     }
 
@@ -252,6 +257,11 @@ fn cpu_seconds() -> Option<(f64, f64)> {
     Some((busy as f64 / hz as f64, ours))
 }
 
+/// True if the step described `what` runs ([`Config::only`]).
+fn selected(only: &[String], what: &str) -> bool {
+    only.is_empty() || only.iter().any(|p| what.contains(p.as_str()))
+}
+
 /// One line about this machine: CPU model, CPUs, memory, kernel.
 pub fn machine() -> String {
     let cpu = std::fs::read_to_string("/proc/cpuinfo")
@@ -367,7 +377,8 @@ impl Plan {
                 for test in IA_TESTS {
                     let job = Job::Dat(test, size);
                     let what = format!("{name} {}", job.describe());
-                    let Some(pair) = slot.as_mut() else {
+                    let chosen = selected(&self.cfg.only, &what);
+                    let Some(pair) = slot.as_mut().filter(|_| chosen) else {
                         each(&what);
                         continue;
                     };
@@ -389,6 +400,10 @@ impl Plan {
             }
             for &b in &self.bases {
                 let what = format!("{} {}", b.name(), crate::sizes::format_size(size));
+                if !selected(&self.cfg.only, &what) {
+                    each(&what);
+                    continue;
+                }
                 match b.run(size, &self.cfg) {
                     Ok(rs) => report.records.extend(rs),
                     Err(e) => report.notes.push(format!("{what}: {e}")),
@@ -477,6 +492,44 @@ mod tests {
         assert!(text.contains("raw-shm-spin ping-pong"), "{text}");
         assert!(text.contains("(x"), "{text}");
         assert!(text.contains("note: IA tcp-lo: not measured"), "{text}");
+    }
+
+    #[test]
+    fn only_runs_the_chosen_steps_with_every_ia_open() {
+        let reg = crate::testutil::registry();
+        let cfg = Config {
+            external: false,
+            ias: Some(vec!["b".into()]),
+            server_ia: Some("a".into()),
+            sizes: vec![64],
+            only: vec!["b send-recv lat".into(), "raw-tcp-spin".into()],
+            ..Config::short()
+        };
+        let plan = Plan::new(&reg, &cfg);
+        assert_eq!(
+            plan.len(),
+            5 + 5,
+            "every step still counts for the progress bar"
+        );
+        let mut steps = Vec::new();
+        let report = plan.run(&mut |w| steps.push(w.to_owned()));
+        assert_eq!(steps.len(), 10);
+        assert!(
+            steps.contains(&"b send-recv lat 64".to_owned()),
+            "{steps:?}"
+        );
+        let got: Vec<(&str, Op)> = report
+            .records
+            .iter()
+            .map(|r| (r.series.as_str(), r.op))
+            .collect();
+        assert_eq!(
+            got,
+            [("b", Op::SendRecv), (series::TCP_SPIN, Op::PingPong)],
+            "{:?}",
+            report.notes
+        );
+        assert!(report.notes.is_empty(), "{:?}", report.notes);
     }
 
     #[test]

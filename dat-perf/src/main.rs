@@ -135,6 +135,11 @@ enum Cmd {
         /// 3, or 1 with --short).
         #[arg(long)]
         rounds: Option<u32>,
+        /// Run only the steps whose description (as the progress bar shows it, e.g.
+        /// `tcp-lo send-recv lat 8`, `fi-tcp 4K`) contains one of these comma-separated strings;
+        /// every IA is opened all the same (default: every step).
+        #[arg(long, value_delimiter = ',')]
+        only: Vec<String>,
     },
 }
 
@@ -281,6 +286,7 @@ fn run(cli: Cli) -> Result<(), String> {
             short,
             no_libfabric,
             rounds,
+            only,
         }) => {
             let mut cfg = if short {
                 compare::Config::short()
@@ -312,6 +318,7 @@ fn run(cli: Cli) -> Result<(), String> {
             }
             cfg.server_ia.clone_from(&c.server_ia);
             cfg.pairing = pairing(c);
+            cfg.only = only;
             compare_run(&reg, c, &cfg)
         }
     }

@@ -79,7 +79,8 @@ pub enum Event {
     /// A connection fact.
     Cm(CmFact),
     /// This many requests posted with `DAT_COMPLETION_SUPPRESS_FLAG` completed successfully
-    /// (`EpUpcalls::retired`: one event for a run of them, not one each).
+    /// (`EpUpcalls::retired`: one event for all those since the last report, not one each;
+    /// see [`Engine::poll_event`] for when).
     Retired(u32),
 }
 
@@ -303,6 +304,10 @@ pub struct Engine {
     /// Passive side: the `Confirm` waits until `Established` has been reported
     /// ([`Engine::release_confirm`]).
     confirm_held: bool,
+    /// Requests posted with `DAT_COMPLETION_SUPPRESS_FLAG` that completed successfully and
+    /// are not reported yet: held back until a later request's completion or the end of the
+    /// connection ([`Engine::retired_unreported`]).
+    quiet_done: u64,
 }
 
 impl Engine {
@@ -338,6 +343,7 @@ impl Engine {
             reconnect: false,
             confirming: None,
             confirm_held: false,
+            quiet_done: 0,
         }
     }
 
@@ -402,8 +408,10 @@ impl Engine {
     }
 
     /// Returns an endpoint to its initial state for a new connection (`dat_ep_reset`). Queued
-    /// bytes are dropped; receives posted since are kept.
+    /// bytes are dropped; receives posted since are kept; suppressed requests that completed
+    /// and were not reported yet are reported now (none are left once a connection ended).
     pub fn reset(&mut self) {
+        self.report_quiet();
         let recvs = std::mem::take(&mut self.recvs);
         let events = std::mem::take(&mut self.events);
         let mut txq = std::mem::take(&mut self.txq);
@@ -707,9 +715,17 @@ impl Engine {
 
     /// The next fact to report. Successful completions of requests posted with
     /// `DAT_COMPLETION_SUPPRESS_FLAG` are not reported one by one (the consumer would never
-    /// see them): a run of them is one [`Event::Retired`].
+    /// see them): they are counted, and the count is one [`Event::Retired`] queued just
+    /// before the completion of a later request or the end of the connection (its terminal
+    /// fact), or at [`Engine::reset`]. Until then [`Engine::retired_unreported`] tells it.
     pub fn poll_event(&mut self) -> Option<Event> {
         self.events.pop_front()
+    }
+
+    /// Requests posted with `DAT_COMPLETION_SUPPRESS_FLAG` that completed successfully and
+    /// are not reported by an [`Event::Retired`] yet (`Transport::retired_unreported`).
+    pub fn retired_unreported(&self) -> u64 {
+        self.quiet_done
     }
 
     /// Moves every fact to report to the end of `out`, in order ([`Engine::poll_event`] for

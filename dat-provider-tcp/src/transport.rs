@@ -310,6 +310,14 @@ impl Transport for TcpIa {
         self.shared.progress()
     }
 
+    /// The engine holds the count of suppressed successes back until a later request's
+    /// completion or the end of the connection (see [`Engine::poll_event`]).
+    fn retired_unreported(&self, ep: EpId) -> u64 {
+        self.shared
+            .ep(ep)
+            .map_or(0, |conn| lock(&conn.io).engine.retired_unreported())
+    }
+
     /// No sleep of its own: hands the sockets back to the driver thread (a waiter about to
     /// sleep no longer polls them) and lets the facade sleep.
     fn block(&self, _timeout: std::time::Duration) -> bool {

@@ -369,3 +369,43 @@ fn a_long_write_stream_completes() {
     assert_eq!(got.len(), n);
     assert!(got[16..].iter().all(|&x| x == 0));
 }
+
+/// A ping-pong whose sends are all suppressed: the engine reports their retirement to the
+/// facade only when asked (`retired_unreported`) or before a later request's completion or
+/// the end of the connection, and `dat_ep_get_status` still finds the requester idle once
+/// the replies came back.
+#[test]
+fn suppressed_sends_of_a_ping_pong_leave_the_endpoint_idle() {
+    let (a, b) = pair();
+    let (la, lb) = (a.alloc(64), b.alloc(64));
+    for i in 0..20u64 {
+        b.post_recv(&lb, 0, 64, i);
+        a.post_recv(&la, 0, 64, i);
+        a.ep.post_send(&[la.triplet(0, 8)], Cookie(i), CompletionFlags::SUPPRESS)
+            .unwrap();
+        ok(&b.dto(), i, DtoOp::Receive, 8);
+        b.ep.post_send(&[lb.triplet(0, 8)], Cookie(i), CompletionFlags::SUPPRESS)
+            .unwrap();
+        ok(&a.dto(), i, DtoOp::Receive, 8);
+    }
+    // Each reply acknowledged the send before it; none of a's requests had a completion of
+    // its own, so the count of the twenty comes from the provider on demand. (b's last send
+    // stays outstanding until a's next frame acknowledges it.)
+    let st = a.ep.status().unwrap();
+    assert_eq!((st.requests, st.recvs), (0, 0), "{st:?}");
+    assert_eq!(b.ep.status().unwrap().recvs, 0);
+    // A later request's completion comes with the count, and so does the disconnect.
+    a.post_recv(&la, 0, 64, 99);
+    b.ep.post_send(&[lb.triplet(0, 8)], Cookie(98), CompletionFlags::DEFAULT)
+        .unwrap();
+    ok(&b.dto(), 98, DtoOp::Send, 8);
+    ok(&a.dto(), 99, DtoOp::Receive, 8);
+    assert_eq!(b.ep.status().unwrap().requests, 0);
+    a.ep.disconnect(CloseFlags::Abrupt).unwrap();
+    assert_eq!(a.conn_event().0, EventNumber::Disconnected);
+    assert_eq!(b.conn_event().0, EventNumber::Disconnected);
+    for n in [&a, &b] {
+        let st = n.ep.status().unwrap();
+        assert_eq!((st.requests, st.recvs), (0, 0), "{st:?}");
+    }
+}

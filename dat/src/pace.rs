@@ -124,6 +124,15 @@ impl Pacer {
     /// A held look at `now` (contended, across stretches; see the module notes).
     fn held_look(&mut self, now: Instant, switches: impl FnOnce() -> Option<u64>) {
         self.seen = Some(now);
+        if !self.contended() {
+            // The hold ran out since the previous look: the thread was away from its polls
+            // (another test, other work) for longer than HOLD. The switches counted over
+            // that time say nothing about its yields now; renewing on them made a thread
+            // that left while contended yield on every empty poll for HOLD after it came
+            // back (tcp 8-byte send/recv in full `datperf compare` runs).
+            self.settle();
+            return;
+        }
         let n = switches();
         if let (Some(n), Some(before)) = (n, self.held_switches)
             && n.saturating_sub(before) >= HELD_RENEW
@@ -344,6 +353,33 @@ mod tests {
         let end = ping_pong(&mut p, t1, 40_000, HELD_RENEW);
         assert!(end > t1 + 2 * HOLD);
         assert!(p.contended());
+    }
+
+    #[test]
+    fn a_thread_back_after_hold_does_not_renew_on_switches_of_its_absence() {
+        let mut p = Pacer::NEW;
+        let t1 = preempted(&mut p);
+        // Two pollers on one core for a while: renewed, still contended when the thread
+        // stops polling (its test ended).
+        let end = ping_pong(&mut p, t1, 2000, HELD_RENEW);
+        assert!(p.contended());
+        // Back a second later, after many involuntary switches elsewhere, in a ping-pong
+        // whose yields find nobody ready: the first held look ends the hold.
+        let mut now = end + Duration::from_secs(1);
+        let n = 1_000_000;
+        let mut held = 0;
+        while held == 0 {
+            for _ in 0..3 {
+                now += Duration::from_micros(1);
+                if p.count() == Look::Held {
+                    held += 1;
+                    p.held_look(now, || Some(n));
+                }
+            }
+            found(&mut p, now, n);
+        }
+        assert!(!p.contended());
+        assert!(now < end + Duration::from_secs(1) + Duration::from_millis(1));
     }
 
     #[test]

@@ -79,9 +79,11 @@ impl Engine {
         self.terminate(CmFact::Broken);
     }
 
-    /// Reports `fact` and flushes everything outstanding: requests in posting order, then
-    /// the receive being filled, then the posted receives.
+    /// Reports the suppressed requests that succeeded and are not reported yet, then `fact`,
+    /// and flushes everything outstanding: requests in posting order, then the receive being
+    /// filled, then the posted receives. Every end of a connection comes here.
     pub(super) fn terminate(&mut self, fact: CmFact) {
+        self.report_quiet();
         self.state = State::Closed;
         self.drain_deadline = None;
         self.rnr_deadline = None;

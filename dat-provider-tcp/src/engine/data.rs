@@ -133,11 +133,14 @@ impl Engine {
             if let Some(p) = self.outstanding.pop_front() {
                 self.tx_idx = self.tx_idx.saturating_sub(1);
                 // A successful completion the consumer suppressed is never delivered: it is
-                // counted into one `Retired` for the run, not reported each (errors are
-                // always reported).
+                // only counted, and the count reported before the next completion of a
+                // request or at the end of the connection (errors are always reported).
+                // Reporting each run cost a ping-pong whose sends are suppressed an event
+                // and an upcall per message.
                 if p.wr.flags.contains(CompletionFlags::SUPPRESS) {
-                    self.retired_one();
+                    self.quiet_done += 1;
                 } else {
+                    self.report_quiet();
                     self.events.push_back(Event::Completion(
                         p.wr.completion(DtoStatus::Success, p.len),
                     ));
@@ -146,12 +149,15 @@ impl Engine {
         }
     }
 
-    /// Counts a suppressed request that succeeded into the [`Event::Retired`] at the back of
-    /// the events (a new one if another fact is last).
-    fn retired_one(&mut self) {
-        match self.events.back_mut() {
-            Some(Event::Retired(n)) if *n < u32::MAX => *n += 1,
-            _ => self.events.push_back(Event::Retired(1)),
+    /// Queues the count of suppressed requests that succeeded since the last report as
+    /// [`Event::Retired`], if any. Called before any later completion of a request is queued
+    /// and when the connection ends, so that the consumer never sees a completion of a
+    /// request posted after them while they still count as outstanding.
+    pub(super) fn report_quiet(&mut self) {
+        while self.quiet_done > 0 {
+            let n = u32::try_from(self.quiet_done).unwrap_or(u32::MAX);
+            self.events.push_back(Event::Retired(n));
+            self.quiet_done -= u64::from(n);
         }
     }
 
@@ -636,6 +642,7 @@ impl Engine {
             return Err(bad("nak of a request never sent"));
         }
         // Everything before the failed request was executed by the target, in order.
+        self.report_quiet();
         for p in self.outstanding.drain(..idx).collect::<Vec<Pending>>() {
             let status = if matches!(p.wr.op, PostOp::RdmaRead(_)) && !p.done {
                 DtoStatus::Flushed

@@ -225,8 +225,24 @@ impl Pair {
     fn connected() -> Pair {
         Pair::connect_with(b"hello", b"welcome")
     }
+
+    /// A sends one byte with cookie `send` into a receive B posts first with cookie `recv`;
+    /// runs the pair and returns A's facts.
+    fn one_send(&mut self, recv: u64, send: u64) -> Vec<Event> {
+        let src = self.a.register(b"z");
+        let dst = self.b.register(&[0u8; 1]);
+        self.b
+            .e
+            .post(self.b.wr(PostOp::Recv, &[tri(dst, 0, 1)], recv));
+        self.a
+            .e
+            .post(self.a.wr(PostOp::Send, &[tri(src, 0, 1)], send));
+        self.run();
+        self.a.take()
+    }
 }
 
 mod cm;
 mod data;
+mod retired;
 mod retry;
