@@ -25,6 +25,17 @@
 //! spinner that really shares its core spins for its whole slice: a long stretch, ended by
 //! the first poll after the gap finding the peer's message.
 //!
+//! Spin, then yield: a stretch that reaches [`LONG`] empty polls asks the switch count at each
+//! of its looks and yields once after each (a *late yield*), contended or not. If the poll
+//! that ends such a stretch finds work and the switch count grew since the stretch's previous
+//! look, the work came while another thread had this CPU: the thread is contended, however
+//! short that was. This catches two pollers on one core whose peer only ever runs for the
+//! microseconds it takes to answer (it yields as soon as it has): the spinner was never off
+//! its CPU for [`GAP`], so it was never found contended and spun a scheduler slice for every
+//! message (shm 8 B on one core about 716 us per message instead of 1.7 in about half of the
+//! runs, tcp about 1 200 instead of 7). A thread alone on its core pays one `sched_yield` per
+//! [`LOOK_EVERY`] polls of a wait that is already long. [`counts`] tells a test which it was.
+//!
 //! While contended, every look also asks the switch count: a yield that hands the CPU over
 //! counts as an involuntary switch, so a count that did not grow since the stretch's previous
 //! look (and no gap) means the yields found nobody else ready, and the thread stops yielding
@@ -43,6 +54,7 @@
 //! fast path only counts its polls.
 
 use std::cell::Cell;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 /// Empty polls between two looks at the clock within a stretch. An empty poll costs 0.1-0.5
@@ -157,21 +169,46 @@ impl Pacer {
     }
 
     /// A look at `now` within the stretch; `switches` gives the thread's involuntary context
-    /// switches so far, asked only once the stretch is long, after a gap, and while contended.
+    /// switches so far, asked once the stretch is long (then at every look: a late yield
+    /// follows each, see [`Pacer::late`]), after a gap, and while contended.
     fn look(&mut self, now: Instant, switches: impl FnOnce() -> Option<u64>) {
+        self.look_at(now, false, switches);
+    }
+
+    /// The look of the poll that found work at the end of a long stretch ([`Pacer::ends_long`]).
+    fn end_look(&mut self, now: Instant, switches: impl FnOnce() -> Option<u64>) {
+        self.look_at(now, true, switches);
+    }
+
+    /// A look; `found` for the poll that ends a long stretch by finding work. A switch since
+    /// the stretch's previous look then means the work came while another thread had this
+    /// CPU (the late yield before handed it over, or a preemption): contended, however short
+    /// that was. Two pollers on one core answer each other within microseconds, far inside
+    /// [`GAP`]; without this a spinner whose peer only ever ran briefly (it yields as soon as
+    /// it has answered) was never found contended and waited a scheduler slice for every
+    /// message (about 716 us per shm 8-byte message on one core instead of 1.7).
+    fn look_at(&mut self, now: Instant, found: bool, switches: impl FnOnce() -> Option<u64>) {
         let gap = self
             .last_look
             .is_some_and(|l| now.saturating_duration_since(l) > GAP);
         let was_contended = self.contended();
         self.last_look = Some(now);
         self.seen = Some(now);
-        let baseline = self.run >= LONG && self.switches.is_none();
-        if (gap || was_contended || baseline)
+        let long = self.run >= LONG;
+        if (gap || was_contended || long)
             && let Some(n) = switches()
         {
             match self.switches {
-                Some(before) if gap && n > before => self.until = Some(now + HOLD),
-                Some(before) if was_contended && !gap && n == before => self.until = None,
+                Some(before) if (gap || found) && n > before => {
+                    if !was_contended {
+                        HOLDS.fetch_add(1, Ordering::Relaxed);
+                    }
+                    self.until = Some(now + HOLD);
+                }
+                Some(before) if was_contended && !gap && !found && n == before => {
+                    RELEASES.fetch_add(1, Ordering::Relaxed);
+                    self.until = None;
+                }
                 _ => {}
             }
             self.switches = Some(n);
@@ -179,9 +216,58 @@ impl Pacer {
         self.settle();
     }
 
+    /// True after a look in a long stretch: the thread yields once although it is not
+    /// contended (a *late yield*: spin, then yield). A thread that spins that long waits for
+    /// something that is not coming soon; if it shares its core with the thread that must
+    /// answer, the yield lets that one run instead of the spinner's whole slice, and the poll
+    /// that then finds the answer makes the spinner contended ([`Pacer::end_look`]). Alone on
+    /// its core, the yield costs a system call per [`LOOK_EVERY`] polls of a wait that is
+    /// already long.
+    fn late(&self) -> bool {
+        self.run >= LONG
+    }
+
     /// True while the thread counts as contended (as of its last look).
     fn contended(&self) -> bool {
         matches!((self.until, self.seen), (Some(u), Some(s)) if s < u)
+    }
+}
+
+/// What the pacing of this process did so far (see [`counts`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct PaceCounts {
+    /// Empty polls that yielded the CPU (`sched_yield`).
+    pub yields: u64,
+    /// Times a polling thread was found preempted while it spun and became contended.
+    pub holds: u64,
+    /// Times a contended thread stopped yielding before its hold ran out.
+    pub releases: u64,
+    /// Yields of a thread not (yet) contended, after spinning a long stretch
+    /// (see the module notes: spin, then yield).
+    pub late_yields: u64,
+    /// Long stretches of empty polls (a spin of 256 polls or more) that ended in work:
+    /// a polled ping-pong makes about none while both ends have a core or hand it to each
+    /// other; one per message means each message waited for a scheduler slice.
+    pub long_waits: u64,
+}
+
+static YIELDS: AtomicU64 = AtomicU64::new(0);
+static HOLDS: AtomicU64 = AtomicU64::new(0);
+static RELEASES: AtomicU64 = AtomicU64::new(0);
+static LATE_YIELDS: AtomicU64 = AtomicU64::new(0);
+static LONG_WAITS: AtomicU64 = AtomicU64::new(0);
+
+/// What the pacing of every thread of this process did so far: a test (or a benchmark) that
+/// runs a ping-pong can tell from these whether two pollers sharing a core handed the CPU to
+/// each other per message (a yield or so each) or spun through scheduler slices. Counted only
+/// on the paths that already make a system call or read the clock.
+pub fn counts() -> PaceCounts {
+    PaceCounts {
+        yields: YIELDS.load(Ordering::Relaxed),
+        holds: HOLDS.load(Ordering::Relaxed),
+        releases: RELEASES.load(Ordering::Relaxed),
+        late_yields: LATE_YIELDS.load(Ordering::Relaxed),
+        long_waits: LONG_WAITS.load(Ordering::Relaxed),
     }
 }
 
@@ -193,13 +279,23 @@ thread_local! {
 /// thread shares it (see the module notes).
 pub(crate) fn idle_poll() {
     let mut p = PACER.get();
-    match p.count() {
-        Look::No => {}
-        Look::Stretch => p.look(Instant::now(), dat_sys::sched::involuntary_switches),
-        Look::Held => p.held_look(Instant::now(), dat_sys::sched::involuntary_switches),
-    }
+    let late = match p.count() {
+        Look::No => false,
+        Look::Stretch => {
+            p.look(Instant::now(), dat_sys::sched::involuntary_switches);
+            p.late()
+        }
+        Look::Held => {
+            p.held_look(Instant::now(), dat_sys::sched::involuntary_switches);
+            false
+        }
+    };
     PACER.set(p);
     if p.contended() {
+        YIELDS.fetch_add(1, Ordering::Relaxed);
+        std::thread::yield_now();
+    } else if late {
+        LATE_YIELDS.fetch_add(1, Ordering::Relaxed);
         std::thread::yield_now();
     }
 }
@@ -213,7 +309,8 @@ pub(crate) fn busy_poll() {
         return;
     }
     if p.ends_long() {
-        p.look(Instant::now(), dat_sys::sched::involuntary_switches);
+        LONG_WAITS.fetch_add(1, Ordering::Relaxed);
+        p.end_look(Instant::now(), dat_sys::sched::involuntary_switches);
     }
     p.end();
     PACER.set(p);
@@ -253,7 +350,7 @@ mod tests {
     fn found(p: &mut Pacer, at: Instant, n: u64) {
         if p.run != 0 {
             if p.ends_long() {
-                p.look(at, || Some(n));
+                p.end_look(at, || Some(n));
             }
             p.end();
         }
@@ -264,11 +361,46 @@ mod tests {
         let t0 = Instant::now();
         let mut p = Pacer::NEW;
         let t = spin(&mut p, t0, 3);
-        // The switch count may even grow: no gap, no contention.
+        // The switch count may even grow within the stretch: no gap, no contention.
         looks(&mut p, t + Duration::from_micros(1), Some(9));
         assert!(!p.contended());
-        found(&mut p, t + Duration::from_micros(2), 10);
+        // Nor when the work comes without a switch since the stretch's last look.
+        found(&mut p, t + Duration::from_micros(2), 9);
         assert!(!p.contended());
+    }
+
+    #[test]
+    fn a_long_stretch_yields_late_and_a_short_one_never() {
+        let t0 = Instant::now();
+        let mut p = Pacer::NEW;
+        for i in 1..LONG / LOOK_EVERY {
+            looks(&mut p, t0 + Duration::from_micros(u64::from(i)), Some(3));
+            assert!(!p.late(), "look {i}");
+        }
+        looks(&mut p, t0 + Duration::from_micros(10), Some(3));
+        assert!(p.late());
+        found(&mut p, t0 + Duration::from_micros(11), 3);
+        assert!(!p.late() && !p.contended());
+    }
+
+    #[test]
+    fn work_found_right_after_a_switch_ending_a_long_stretch_is_contention() {
+        // A spinner on one core with the thread it waits for: its late yield (or a
+        // preemption) lets the peer run for a few microseconds, far less than GAP, and the
+        // first poll back finds the answer.
+        let t0 = Instant::now();
+        let mut p = Pacer::NEW;
+        let t = spin(&mut p, t0, 3);
+        assert!(p.late());
+        found(&mut p, t + Duration::from_micros(5), 4);
+        assert!(p.contended());
+        // Without a long stretch no look is made, and a short one never asks the kernel.
+        let mut q = Pacer::NEW;
+        for _ in 0..LOOK_EVERY - 1 {
+            assert_eq!(q.count(), Look::No);
+        }
+        found(&mut q, t, 100);
+        assert!(!q.contended());
     }
 
     #[test]
