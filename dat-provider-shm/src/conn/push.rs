@@ -197,6 +197,22 @@ fn push_req(
             by_data: false,
         });
     }
+    push_req_rest(tx, ack, cma_above, tx_pos, wr, any)
+}
+
+/// [`push_req`] of anything but a message that fits one slot: out of line, so that the
+/// common case stays small where it is inlined.
+#[inline(never)]
+fn push_req_rest(
+    tx: &mut Producer,
+    ack: u64,
+    cma_above: u64,
+    tx_pos: &mut u64,
+    wr: &WorkRequest,
+    any: &mut bool,
+) -> Option<Pushed> {
+    let cap = tx.payload_cap();
+    let total = wr.len();
     // Addresses for the peer's cross-memory attach, when it may, the request is larger
     // than what travels inline, and they fit a slot (else the bytes travel through the
     // ring).
