@@ -197,19 +197,18 @@ fn push_req(
             by_data: false,
         });
     }
-    push_req_rest(tx, ack, cma_above, tx_pos, wr, any)
+    push_req_rest(tx, wr, any, (ack, cma_above, tx_pos))
 }
 
 /// [`push_req`] of anything but a message that fits one slot: out of line, so that the
 /// common case stays small where it is inlined.
+/// `(ack, cma_above, tx_pos)` as there.
 #[inline(never)]
 fn push_req_rest(
     tx: &mut Producer,
-    ack: u64,
-    cma_above: u64,
-    tx_pos: &mut u64,
     wr: &WorkRequest,
     any: &mut bool,
+    (ack, cma_above, tx_pos): (u64, u64, &mut u64),
 ) -> Option<Pushed> {
     let cap = tx.payload_cap();
     let total = wr.len();
