@@ -26,14 +26,18 @@
 //! the first poll after the gap finding the peer's message.
 //!
 //! Spin, then yield: a stretch that reaches [`LONG`] empty polls asks the switch count at each
-//! of its looks and yields once after each (a *late yield*), contended or not. If the poll
-//! that ends such a stretch finds work and the switch count grew since the stretch's previous
-//! look, the work came while another thread had this CPU: the thread is contended, however
-//! short that was. This catches two pollers on one core whose peer only ever runs for the
-//! microseconds it takes to answer (it yields as soon as it has): the spinner was never off
-//! its CPU for [`GAP`], so it was never found contended and spun a scheduler slice for every
-//! message (shm 8 B on one core about 716 us per message instead of 1.7 in about half of the
-//! runs, tcp about 1 200 instead of 7). A thread alone on its core pays one `sched_yield` per
+//! of its looks and yields once after each (a *late yield*), contended or not. If the polls
+//! that end two such stretches in a row find work and the switch count grew since each
+//! stretch's previous look, the work came while another thread had this CPU: the thread is
+//! contended for [`FOUND_HOLD`] (renewed by held looks as below), however short the switches
+//! were. This catches two pollers on one core whose peer only ever runs for the microseconds
+//! it takes to answer (it yields as soon as it has): the spinner was never off its CPU for
+//! [`GAP`], so it was never found contended and spun a scheduler slice for every message (shm
+//! 8 B on one core about 716 us per message instead of 1.7 in about half of the runs, tcp
+//! about 1 200 instead of 7). Once is not enough, and the hold is short: on two cores the
+//! first wait of a series may also outlast the peer's answer and end right after a passing
+//! switch, and a thread made contended by it yielded on every empty poll of the series (shm 8
+//! B 0.40 us instead of 0.24). A thread alone on its core pays one `sched_yield` per
 //! [`LOOK_EVERY`] polls of a wait that is already long. [`counts`] tells a test which it was.
 //!
 //! While contended, every look also asks the switch count: a yield that hands the CPU over
@@ -69,6 +73,9 @@ const LONG: u32 = 8 * LOOK_EVERY;
 const GAP: Duration = Duration::from_micros(200);
 /// How long a thread stays contended after it was last seen preempted.
 const HOLD: Duration = Duration::from_millis(50);
+/// How long a thread stays contended after a long stretch ended by work right after a short
+/// switch ([`Pacer::end_look`]), unless held looks renew it (for [`HOLD`]).
+const FOUND_HOLD: Duration = Duration::from_millis(2);
 /// Involuntary switches between two held looks that renew [`HOLD`]: a good share of the
 /// yields in between handed the CPU over (two pollers on one core), not one passing
 /// preemption (a provider thread's wake-up on a 2-core machine).
@@ -91,6 +98,9 @@ struct Pacer {
     held: u32,
     /// Involuntary switches at the previous held look.
     held_switches: Option<u64>,
+    /// The previous stretch was long and ended by work right after a switch: one more such
+    /// in a row makes the thread contended ([`Pacer::end_look`]).
+    suspect: bool,
 }
 
 /// What an empty poll does beside counting.
@@ -113,6 +123,7 @@ impl Pacer {
         until: None,
         held: 0,
         held_switches: None,
+        suspect: false,
     };
 
     /// Counts an empty poll; returns which look at the clock this one makes.
@@ -161,8 +172,12 @@ impl Pacer {
         self.run >= LONG
     }
 
-    /// Ends the stretch: the next one starts without a look or a switch count.
+    /// Ends the stretch: the next one starts without a look or a switch count. A short one
+    /// ends a run of suspect long ones.
     fn end(&mut self) {
+        if self.run < LONG {
+            self.suspect = false;
+        }
         self.run = 0;
         self.last_look = None;
         self.switches = None;
@@ -198,18 +213,29 @@ impl Pacer {
         if (gap || was_contended || long)
             && let Some(n) = switches()
         {
-            match self.switches {
-                Some(before) if (gap || found) && n > before => {
-                    if !was_contended {
-                        HOLDS.fetch_add(1, Ordering::Relaxed);
-                    }
-                    self.until = Some(now + HOLD);
+            let switched = self.switches.is_some_and(|before| n > before);
+            let same = self.switches == Some(n);
+            if found && !gap && switched && !self.suspect {
+                // Once alone is no pattern: a stretch that outlasts its peer's answer on two
+                // cores (the first message of a series) may end right after a passing switch
+                // too. Two in a row are a spinner whose peer shares its core.
+                self.suspect = true;
+            } else if (gap || found) && switched {
+                if !was_contended {
+                    HOLDS.fetch_add(1, Ordering::Relaxed);
                 }
-                Some(before) if was_contended && !gap && !found && n == before => {
-                    RELEASES.fetch_add(1, Ordering::Relaxed);
-                    self.until = None;
+                // Work found right after a short switch holds only briefly unless the held
+                // looks find the yields handing the CPU over.
+                let until = now + if gap { HOLD } else { FOUND_HOLD };
+                if self.until.is_none_or(|u| u < until) {
+                    self.until = Some(until);
                 }
-                _ => {}
+            } else if was_contended && !gap && !found && same {
+                RELEASES.fetch_add(1, Ordering::Relaxed);
+                self.until = None;
+            }
+            if found && !switched {
+                self.suspect = false;
             }
             self.switches = Some(n);
         }
@@ -346,6 +372,16 @@ mod tests {
         t
     }
 
+    /// Two long stretches in a row, each ended by work right after a switch (a spinner whose
+    /// peer answers on its core); returns the time of the second one's end.
+    fn twice(p: &mut Pacer, t0: Instant) -> Instant {
+        let t = spin(p, t0, 3);
+        found(p, t + Duration::from_micros(5), 4);
+        let t = spin(p, t + Duration::from_micros(10), 4);
+        found(p, t + Duration::from_micros(5), 5);
+        t + Duration::from_micros(5)
+    }
+
     /// The poll that finds work at `at` (switch count `n`).
     fn found(p: &mut Pacer, at: Instant, n: u64) {
         if p.run != 0 {
@@ -390,10 +426,22 @@ mod tests {
         // first poll back finds the answer.
         let t0 = Instant::now();
         let mut p = Pacer::NEW;
-        let t = spin(&mut p, t0, 3);
-        assert!(p.late());
-        found(&mut p, t + Duration::from_micros(5), 4);
+        let t = twice(&mut p, t0);
         assert!(p.contended());
+        // Once is not enough (a passing switch on two cores), nor twice with a short
+        // stretch between.
+        let mut o = Pacer::NEW;
+        let t1 = spin(&mut o, t0, 3);
+        assert!(o.late());
+        found(&mut o, t1 + Duration::from_micros(5), 4);
+        assert!(!o.contended());
+        for _ in 0..3 {
+            assert_eq!(o.count(), Look::No);
+        }
+        found(&mut o, t1 + Duration::from_micros(6), 4);
+        let t2 = spin(&mut o, t1 + Duration::from_micros(10), 4);
+        found(&mut o, t2 + Duration::from_micros(5), 5);
+        assert!(!o.contended());
         // Without a long stretch no look is made, and a short one never asks the kernel.
         let mut q = Pacer::NEW;
         for _ in 0..LOOK_EVERY - 1 {
@@ -451,6 +499,24 @@ mod tests {
         found(p, t1, 4);
         assert!(p.contended());
         t1
+    }
+
+    #[test]
+    fn contention_found_at_the_end_of_a_stretch_holds_briefly_unless_the_yields_switch() {
+        for (grow, stays) in [(0, false), (HELD_RENEW, true)] {
+            let t0 = Instant::now();
+            let mut p = Pacer::NEW;
+            let t = twice(&mut p, t0);
+            assert!(p.contended());
+            // 4 000 messages of three polls 1 us apart: past FOUND_HOLD, within HOLD.
+            let end = ping_pong(&mut p, t, 4000, grow);
+            assert!(end > t + FOUND_HOLD && end < t + HOLD);
+            assert_eq!(
+                p.contended(),
+                stays,
+                "switches grown by {grow} per held look"
+            );
+        }
     }
 
     #[test]
