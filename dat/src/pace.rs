@@ -76,6 +76,11 @@ const HOLD: Duration = Duration::from_millis(50);
 /// How long a thread stays contended after a long stretch ended by work right after a short
 /// switch ([`Pacer::end_look`]), unless held looks renew it (for [`HOLD`]).
 const FOUND_HOLD: Duration = Duration::from_millis(2);
+/// A contended thread whose yields keep switching naps once this often (see
+/// [`Pacer::held_look`]).
+const NAP_EVERY: Duration = Duration::from_millis(20);
+/// How long such a nap lasts (the timer's slack comes on top).
+const NAP: Duration = Duration::from_micros(50);
 /// Involuntary switches between two held looks that renew [`HOLD`]: a good share of the
 /// yields in between handed the CPU over (two pollers on one core), not one passing
 /// preemption (a provider thread's wake-up on a 2-core machine).
@@ -101,6 +106,8 @@ struct Pacer {
     /// The previous stretch was long and ended by work right after a switch: one more such
     /// in a row makes the thread contended ([`Pacer::end_look`]).
     suspect: bool,
+    /// When the renewed contention last napped (see [`Pacer::held_look`]).
+    napped: Option<Instant>,
 }
 
 /// What an empty poll does beside counting.
@@ -124,6 +131,7 @@ impl Pacer {
         held: 0,
         held_switches: None,
         suspect: false,
+        napped: None,
     };
 
     /// Counts an empty poll; returns which look at the clock this one makes.
@@ -145,16 +153,33 @@ impl Pacer {
     }
 
     /// A held look at `now` (contended, across stretches; see the module notes).
-    fn held_look(&mut self, now: Instant, switches: impl FnOnce() -> Option<u64>) {
+    ///
+    /// Returns true when the thread should nap once instead of yielding: its yields have kept
+    /// handing the CPU over for [`NAP_EVERY`]. Two pollers that alternate on one core by
+    /// yielding each ran within microseconds, so the scheduler counts both as cache-hot and
+    /// does not move either to an idle core; a short sleep ends that (the thread is placed
+    /// anew when it wakes, on an idle core if there is one). Alone with its peer on one core,
+    /// a nap costs [`NAP`] every [`NAP_EVERY`].
+    fn held_look(&mut self, now: Instant, switches: impl FnOnce() -> Option<u64>) -> bool {
         self.seen = Some(now);
         let n = switches();
+        let mut nap = false;
         if let (Some(n), Some(before)) = (n, self.held_switches)
             && n.saturating_sub(before) >= HELD_RENEW
         {
             self.until = Some(now + HOLD);
+            match self.napped {
+                None => self.napped = Some(now),
+                Some(t) if now.saturating_duration_since(t) >= NAP_EVERY => {
+                    self.napped = Some(now);
+                    nap = true;
+                }
+                Some(_) => {}
+            }
         }
         self.held_switches = n;
         self.settle();
+        nap
     }
 
     /// Forgets a contention that is over.
@@ -163,6 +188,7 @@ impl Pacer {
             self.until = None;
             self.held = 0;
             self.held_switches = None;
+            self.napped = None;
         }
     }
 
@@ -275,6 +301,9 @@ pub struct PaceCounts {
     /// a polled ping-pong makes about none while both ends have a core or hand it to each
     /// other; one per message means each message waited for a scheduler slice.
     pub long_waits: u64,
+    /// Short sleeps of a contended thread whose yields kept handing the CPU over (spin, then
+    /// yield, then sleep).
+    pub naps: u64,
 }
 
 static YIELDS: AtomicU64 = AtomicU64::new(0);
@@ -282,6 +311,7 @@ static HOLDS: AtomicU64 = AtomicU64::new(0);
 static RELEASES: AtomicU64 = AtomicU64::new(0);
 static LATE_YIELDS: AtomicU64 = AtomicU64::new(0);
 static LONG_WAITS: AtomicU64 = AtomicU64::new(0);
+static NAPS: AtomicU64 = AtomicU64::new(0);
 
 /// What the pacing of every thread of this process did so far: a test (or a benchmark) that
 /// runs a ping-pong can tell from these whether two pollers sharing a core handed the CPU to
@@ -294,6 +324,7 @@ pub fn counts() -> PaceCounts {
         releases: RELEASES.load(Ordering::Relaxed),
         late_yields: LATE_YIELDS.load(Ordering::Relaxed),
         long_waits: LONG_WAITS.load(Ordering::Relaxed),
+        naps: NAPS.load(Ordering::Relaxed),
     }
 }
 
@@ -305,19 +336,22 @@ thread_local! {
 /// thread shares it (see the module notes).
 pub(crate) fn idle_poll() {
     let mut p = PACER.get();
-    let late = match p.count() {
-        Look::No => false,
+    let (late, nap) = match p.count() {
+        Look::No => (false, false),
         Look::Stretch => {
             p.look(Instant::now(), dat_sys::sched::involuntary_switches);
-            p.late()
+            (p.late(), false)
         }
-        Look::Held => {
-            p.held_look(Instant::now(), dat_sys::sched::involuntary_switches);
-            false
-        }
+        Look::Held => (
+            false,
+            p.held_look(Instant::now(), dat_sys::sched::involuntary_switches),
+        ),
     };
     PACER.set(p);
-    if p.contended() {
+    if nap {
+        NAPS.fetch_add(1, Ordering::Relaxed);
+        std::thread::sleep(NAP);
+    } else if p.contended() {
         YIELDS.fetch_add(1, Ordering::Relaxed);
         std::thread::yield_now();
     } else if late {
@@ -517,6 +551,31 @@ mod tests {
                 "switches grown by {grow} per held look"
             );
         }
+    }
+
+    #[test]
+    fn yields_that_keep_switching_nap_once_per_nap_every() {
+        let mut p = Pacer::NEW;
+        let t1 = preempted(&mut p);
+        // Held looks every 100 us whose switch count grew by HELD_RENEW each time.
+        let mut naps = Vec::new();
+        for i in 0..1000u64 {
+            let at = t1 + Duration::from_micros(100 * i);
+            if p.held_look(at, || Some(10 + i * HELD_RENEW)) {
+                naps.push(at);
+            }
+        }
+        assert!(p.contended());
+        // 100 ms: a nap every NAP_EVERY (20 ms) after the first renewal.
+        assert_eq!(naps.len(), 4, "{naps:?}");
+        assert!(naps.windows(2).all(|w| w[1] - w[0] >= NAP_EVERY));
+        // Yields that find nobody: no nap, and the hold runs out.
+        let mut q = Pacer::NEW;
+        let t1 = preempted(&mut q);
+        for i in 0..1000u64 {
+            assert!(!q.held_look(t1 + Duration::from_micros(100 * i), || Some(4)));
+        }
+        assert!(!q.contended());
     }
 
     #[test]
