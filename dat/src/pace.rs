@@ -25,19 +25,16 @@
 //! spinner that really shares its core spins for its whole slice: a long stretch, ended by
 //! the first poll after the gap finding the peer's message.
 //!
-//! Spin, then yield: a stretch that reaches [`LONG`] empty polls asks the switch count at each
-//! of its looks and yields once after each (a *late yield*), contended or not. If the polls
-//! that end two such stretches in a row find work and the switch count grew since each
-//! stretch's previous look, the work came while another thread had this CPU: the thread is
-//! contended for [`FOUND_HOLD`] (renewed by held looks as below), however short the switches
-//! were. This catches two pollers on one core whose peer only ever runs for the microseconds
-//! it takes to answer (it yields as soon as it has): the spinner was never off its CPU for
-//! [`GAP`], so it was never found contended and spun a scheduler slice for every message (shm
-//! 8 B on one core about 716 us per message instead of 1.7 in about half of the runs, tcp
-//! about 1 200 instead of 7). Once is not enough, and the hold is short: on two cores the
-//! first wait of a series may also outlast the peer's answer and end right after a passing
-//! switch, and a thread made contended by it yielded on every empty poll of the series (shm 8
-//! B 0.40 us instead of 0.24). A thread alone on its core pays one `sched_yield` per
+//! Spin, then yield: a stretch that reaches [`LONG`] empty polls yields once after each of
+//! its looks (a *late yield*), contended or not. Two pollers on one core whose peer only ever
+//! runs for the microseconds it takes to answer (it yields as soon as it has) left the
+//! spinner never off its CPU for [`GAP`]: it was never found contended and spun until a
+//! preemption for every message (shm 8 B on one core about 716 us per message instead of 1.7
+//! in about half of the runs, tcp about 1 200 instead of 7). With late yields such a wait
+//! lasts about [`LONG`] polls. (Making the spinner contended when the work came right after
+//! such a yield was tried and measured: on two cores it also fired at the first wait of a
+//! series whose two threads started on one core, and the pair, yielding to each other, stayed
+//! there at 1.5 us per message.) A thread alone on its core pays one `sched_yield` per
 //! [`LOOK_EVERY`] polls of a wait that is already long. [`counts`] tells a test which it was.
 //!
 //! While contended, every look also asks the switch count: a yield that hands the CPU over
@@ -56,6 +53,10 @@
 //! other thread not yet eligible, and a release then costs two pollers on one core a
 //! scheduler slice per message. A thread alone on its core never yields, so the uncontended
 //! fast path only counts its polls.
+//!
+//! Then sleep: a contended thread whose yields keep handing the CPU over naps [`NAP`] once per
+//! [`NAP_EVERY`], so that two pollers alternating on one core while another core idles get
+//! placed apart (see [`Pacer::held_look`]).
 
 use std::cell::Cell;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -73,9 +74,8 @@ const LONG: u32 = 8 * LOOK_EVERY;
 const GAP: Duration = Duration::from_micros(200);
 /// How long a thread stays contended after it was last seen preempted.
 const HOLD: Duration = Duration::from_millis(50);
-/// How long a thread stays contended after a long stretch ended by work right after a short
-/// switch ([`Pacer::end_look`]), unless held looks renew it (for [`HOLD`]).
-const FOUND_HOLD: Duration = Duration::from_millis(2);
+/// A wait of this many empty polls counts as a slice wait ([`PaceCounts::slice_waits`]).
+const SLICE_WAIT: u32 = 16 * LONG;
 /// A contended thread whose yields keep switching naps once this often (see
 /// [`Pacer::held_look`]).
 const NAP_EVERY: Duration = Duration::from_millis(20);
@@ -103,9 +103,6 @@ struct Pacer {
     held: u32,
     /// Involuntary switches at the previous held look.
     held_switches: Option<u64>,
-    /// The previous stretch was long and ended by work right after a switch: one more such
-    /// in a row makes the thread contended ([`Pacer::end_look`]).
-    suspect: bool,
     /// When the renewed contention last napped (see [`Pacer::held_look`]).
     napped: Option<Instant>,
 }
@@ -130,7 +127,6 @@ impl Pacer {
         until: None,
         held: 0,
         held_switches: None,
-        suspect: false,
         napped: None,
     };
 
@@ -198,70 +194,38 @@ impl Pacer {
         self.run >= LONG
     }
 
-    /// Ends the stretch: the next one starts without a look or a switch count. A short one
-    /// ends a run of suspect long ones.
+    /// Ends the stretch: the next one starts without a look or a switch count.
     fn end(&mut self) {
-        if self.run < LONG {
-            self.suspect = false;
-        }
         self.run = 0;
         self.last_look = None;
         self.switches = None;
     }
 
     /// A look at `now` within the stretch; `switches` gives the thread's involuntary context
-    /// switches so far, asked once the stretch is long (then at every look: a late yield
-    /// follows each, see [`Pacer::late`]), after a gap, and while contended.
+    /// switches so far, asked only once the stretch is long, after a gap, and while contended.
     fn look(&mut self, now: Instant, switches: impl FnOnce() -> Option<u64>) {
-        self.look_at(now, false, switches);
-    }
-
-    /// The look of the poll that found work at the end of a long stretch ([`Pacer::ends_long`]).
-    fn end_look(&mut self, now: Instant, switches: impl FnOnce() -> Option<u64>) {
-        self.look_at(now, true, switches);
-    }
-
-    /// A look; `found` for the poll that ends a long stretch by finding work. A switch since
-    /// the stretch's previous look then means the work came while another thread had this
-    /// CPU (the late yield before handed it over, or a preemption): contended, however short
-    /// that was. Two pollers on one core answer each other within microseconds, far inside
-    /// [`GAP`]; without this a spinner whose peer only ever ran briefly (it yields as soon as
-    /// it has answered) was never found contended and waited a scheduler slice for every
-    /// message (about 716 us per shm 8-byte message on one core instead of 1.7).
-    fn look_at(&mut self, now: Instant, found: bool, switches: impl FnOnce() -> Option<u64>) {
         let gap = self
             .last_look
             .is_some_and(|l| now.saturating_duration_since(l) > GAP);
         let was_contended = self.contended();
         self.last_look = Some(now);
         self.seen = Some(now);
-        let long = self.run >= LONG;
-        if (gap || was_contended || long)
+        let baseline = self.run >= LONG && self.switches.is_none();
+        if (gap || was_contended || baseline)
             && let Some(n) = switches()
         {
-            let switched = self.switches.is_some_and(|before| n > before);
-            let same = self.switches == Some(n);
-            if found && !gap && switched && !self.suspect {
-                // Once alone is no pattern: a stretch that outlasts its peer's answer on two
-                // cores (the first message of a series) may end right after a passing switch
-                // too. Two in a row are a spinner whose peer shares its core.
-                self.suspect = true;
-            } else if (gap || found) && switched {
-                if !was_contended {
-                    HOLDS.fetch_add(1, Ordering::Relaxed);
+            match self.switches {
+                Some(before) if gap && n > before => {
+                    if !was_contended {
+                        HOLDS.fetch_add(1, Ordering::Relaxed);
+                    }
+                    self.until = Some(now + HOLD);
                 }
-                // Work found right after a short switch holds only briefly unless the held
-                // looks find the yields handing the CPU over.
-                let until = now + if gap { HOLD } else { FOUND_HOLD };
-                if self.until.is_none_or(|u| u < until) {
-                    self.until = Some(until);
+                Some(before) if was_contended && !gap && n == before => {
+                    RELEASES.fetch_add(1, Ordering::Relaxed);
+                    self.until = None;
                 }
-            } else if was_contended && !gap && !found && same {
-                RELEASES.fetch_add(1, Ordering::Relaxed);
-                self.until = None;
-            }
-            if found && !switched {
-                self.suspect = false;
+                _ => {}
             }
             self.switches = Some(n);
         }
@@ -271,8 +235,7 @@ impl Pacer {
     /// True after a look in a long stretch: the thread yields once although it is not
     /// contended (a *late yield*: spin, then yield). A thread that spins that long waits for
     /// something that is not coming soon; if it shares its core with the thread that must
-    /// answer, the yield lets that one run instead of the spinner's whole slice, and the poll
-    /// that then finds the answer makes the spinner contended ([`Pacer::end_look`]). Alone on
+    /// answer, the yield lets that one run instead of the spinner's whole slice. Alone on
     /// its core, the yield costs a system call per [`LOOK_EVERY`] polls of a wait that is
     /// already long.
     fn late(&self) -> bool {
@@ -301,6 +264,10 @@ pub struct PaceCounts {
     /// a polled ping-pong makes about none while both ends have a core or hand it to each
     /// other; one per message means each message waited for a scheduler slice.
     pub long_waits: u64,
+    /// Long waits of 4 096 empty polls or more (a spin that no late yield cut short: the
+    /// thread waited for a preemption, a scheduler slice or a tick; one per message is the
+    /// collapse of two pollers on one core).
+    pub slice_waits: u64,
     /// Short sleeps of a contended thread whose yields kept handing the CPU over (spin, then
     /// yield, then sleep).
     pub naps: u64,
@@ -312,6 +279,7 @@ static RELEASES: AtomicU64 = AtomicU64::new(0);
 static LATE_YIELDS: AtomicU64 = AtomicU64::new(0);
 static LONG_WAITS: AtomicU64 = AtomicU64::new(0);
 static NAPS: AtomicU64 = AtomicU64::new(0);
+static SLICE_WAITS: AtomicU64 = AtomicU64::new(0);
 
 /// What the pacing of every thread of this process did so far: a test (or a benchmark) that
 /// runs a ping-pong can tell from these whether two pollers sharing a core handed the CPU to
@@ -325,6 +293,7 @@ pub fn counts() -> PaceCounts {
         late_yields: LATE_YIELDS.load(Ordering::Relaxed),
         long_waits: LONG_WAITS.load(Ordering::Relaxed),
         naps: NAPS.load(Ordering::Relaxed),
+        slice_waits: SLICE_WAITS.load(Ordering::Relaxed),
     }
 }
 
@@ -370,7 +339,10 @@ pub(crate) fn busy_poll() {
     }
     if p.ends_long() {
         LONG_WAITS.fetch_add(1, Ordering::Relaxed);
-        p.end_look(Instant::now(), dat_sys::sched::involuntary_switches);
+        if p.run >= SLICE_WAIT {
+            SLICE_WAITS.fetch_add(1, Ordering::Relaxed);
+        }
+        p.look(Instant::now(), dat_sys::sched::involuntary_switches);
     }
     p.end();
     PACER.set(p);
@@ -406,21 +378,11 @@ mod tests {
         t
     }
 
-    /// Two long stretches in a row, each ended by work right after a switch (a spinner whose
-    /// peer answers on its core); returns the time of the second one's end.
-    fn twice(p: &mut Pacer, t0: Instant) -> Instant {
-        let t = spin(p, t0, 3);
-        found(p, t + Duration::from_micros(5), 4);
-        let t = spin(p, t + Duration::from_micros(10), 4);
-        found(p, t + Duration::from_micros(5), 5);
-        t + Duration::from_micros(5)
-    }
-
     /// The poll that finds work at `at` (switch count `n`).
     fn found(p: &mut Pacer, at: Instant, n: u64) {
         if p.run != 0 {
             if p.ends_long() {
-                p.end_look(at, || Some(n));
+                p.look(at, || Some(n));
             }
             p.end();
         }
@@ -451,38 +413,6 @@ mod tests {
         assert!(p.late());
         found(&mut p, t0 + Duration::from_micros(11), 3);
         assert!(!p.late() && !p.contended());
-    }
-
-    #[test]
-    fn work_found_right_after_a_switch_ending_a_long_stretch_is_contention() {
-        // A spinner on one core with the thread it waits for: its late yield (or a
-        // preemption) lets the peer run for a few microseconds, far less than GAP, and the
-        // first poll back finds the answer.
-        let t0 = Instant::now();
-        let mut p = Pacer::NEW;
-        let t = twice(&mut p, t0);
-        assert!(p.contended());
-        // Once is not enough (a passing switch on two cores), nor twice with a short
-        // stretch between.
-        let mut o = Pacer::NEW;
-        let t1 = spin(&mut o, t0, 3);
-        assert!(o.late());
-        found(&mut o, t1 + Duration::from_micros(5), 4);
-        assert!(!o.contended());
-        for _ in 0..3 {
-            assert_eq!(o.count(), Look::No);
-        }
-        found(&mut o, t1 + Duration::from_micros(6), 4);
-        let t2 = spin(&mut o, t1 + Duration::from_micros(10), 4);
-        found(&mut o, t2 + Duration::from_micros(5), 5);
-        assert!(!o.contended());
-        // Without a long stretch no look is made, and a short one never asks the kernel.
-        let mut q = Pacer::NEW;
-        for _ in 0..LOOK_EVERY - 1 {
-            assert_eq!(q.count(), Look::No);
-        }
-        found(&mut q, t, 100);
-        assert!(!q.contended());
     }
 
     #[test]
@@ -533,24 +463,6 @@ mod tests {
         found(p, t1, 4);
         assert!(p.contended());
         t1
-    }
-
-    #[test]
-    fn contention_found_at_the_end_of_a_stretch_holds_briefly_unless_the_yields_switch() {
-        for (grow, stays) in [(0, false), (HELD_RENEW, true)] {
-            let t0 = Instant::now();
-            let mut p = Pacer::NEW;
-            let t = twice(&mut p, t0);
-            assert!(p.contended());
-            // 4 000 messages of three polls 1 us apart: past FOUND_HOLD, within HOLD.
-            let end = ping_pong(&mut p, t, 4000, grow);
-            assert!(end > t + FOUND_HOLD && end < t + HOLD);
-            assert_eq!(
-                p.contended(),
-                stays,
-                "switches grown by {grow} per held look"
-            );
-        }
     }
 
     #[test]
