@@ -25,17 +25,13 @@
 //! spinner that really shares its core spins for its whole slice: a long stretch, ended by
 //! the first poll after the gap finding the peer's message.
 //!
-//! Spin, then yield: a stretch that reaches [`LONG`] empty polls yields once after each of
-//! its looks (a *late yield*), contended or not. Two pollers on one core whose peer only ever
-//! runs for the microseconds it takes to answer (it yields as soon as it has) left the
-//! spinner never off its CPU for [`GAP`]: it was never found contended and spun until a
-//! preemption for every message (shm 8 B on one core about 716 us per message instead of 1.7
-//! in about half of the runs, tcp about 1 200 instead of 7). With late yields such a wait
-//! lasts about [`LONG`] polls. (Making the spinner contended when the work came right after
-//! such a yield was tried and measured: on two cores it also fired at the first wait of a
-//! series whose two threads started on one core, and the pair, yielding to each other, stayed
-//! there at 1.5 us per message.) A thread alone on its core pays one `sched_yield` per
-//! [`LOOK_EVERY`] polls of a wait that is already long. [`counts`] tells a test which it was.
+//! Two pollers on one core can still collapse (issue 5, session 7): when one of them is
+//! contended and the other is not, the contended one answers within microseconds and yields
+//! straight back, so the other is never off its CPU for [`GAP`] and spins until a preemption
+//! for every message (shm 8 B about 711 us per message instead of 1.7, in about half of the
+//! runs). Late yields and contention from work found right after a switch fixed that, but kept
+//! two pollers that started on one core of two there (both cache-hot, never moved apart), at
+//! 1.5 or 11 us per message: not applied. [`counts`] lets a test see which it was.
 //!
 //! While contended, every look also asks the switch count: a yield that hands the CPU over
 //! counts as an involuntary switch, so a count that did not grow since the stretch's previous
@@ -53,10 +49,6 @@
 //! other thread not yet eligible, and a release then costs two pollers on one core a
 //! scheduler slice per message. A thread alone on its core never yields, so the uncontended
 //! fast path only counts its polls.
-//!
-//! Then sleep: a contended thread whose yields keep handing the CPU over naps [`NAP`] once per
-//! [`NAP_EVERY`], so that two pollers alternating on one core while another core idles get
-//! placed apart (see [`Pacer::held_look`]).
 
 use std::cell::Cell;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -70,17 +62,12 @@ const LOOK_EVERY: u32 = 32;
 /// ends it looks at the clock. A multiple of [`LOOK_EVERY`]; far above the empty polls of one
 /// message's wait in a ping-pong, far below a scheduler slice's worth.
 const LONG: u32 = 8 * LOOK_EVERY;
+/// A wait of this many empty polls counts as a slice wait ([`PaceCounts::slice_waits`]).
+const SLICE_WAIT: u32 = 16 * LONG;
 /// A longer time between two looks of one stretch means the thread did not run meanwhile.
 const GAP: Duration = Duration::from_micros(200);
 /// How long a thread stays contended after it was last seen preempted.
 const HOLD: Duration = Duration::from_millis(50);
-/// A wait of this many empty polls counts as a slice wait ([`PaceCounts::slice_waits`]).
-const SLICE_WAIT: u32 = 16 * LONG;
-/// A contended thread whose yields keep switching naps once this often (see
-/// [`Pacer::held_look`]).
-const NAP_EVERY: Duration = Duration::from_millis(20);
-/// How long such a nap lasts (the timer's slack comes on top).
-const NAP: Duration = Duration::from_micros(50);
 /// Involuntary switches between two held looks that renew [`HOLD`]: a good share of the
 /// yields in between handed the CPU over (two pollers on one core), not one passing
 /// preemption (a provider thread's wake-up on a 2-core machine).
@@ -103,8 +90,6 @@ struct Pacer {
     held: u32,
     /// Involuntary switches at the previous held look.
     held_switches: Option<u64>,
-    /// When the renewed contention last napped (see [`Pacer::held_look`]).
-    napped: Option<Instant>,
 }
 
 /// What an empty poll does beside counting.
@@ -127,7 +112,6 @@ impl Pacer {
         until: None,
         held: 0,
         held_switches: None,
-        napped: None,
     };
 
     /// Counts an empty poll; returns which look at the clock this one makes.
@@ -149,33 +133,16 @@ impl Pacer {
     }
 
     /// A held look at `now` (contended, across stretches; see the module notes).
-    ///
-    /// Returns true when the thread should nap once instead of yielding: its yields have kept
-    /// handing the CPU over for [`NAP_EVERY`]. Two pollers that alternate on one core by
-    /// yielding each ran within microseconds, so the scheduler counts both as cache-hot and
-    /// does not move either to an idle core; a short sleep ends that (the thread is placed
-    /// anew when it wakes, on an idle core if there is one). Alone with its peer on one core,
-    /// a nap costs [`NAP`] every [`NAP_EVERY`].
-    fn held_look(&mut self, now: Instant, switches: impl FnOnce() -> Option<u64>) -> bool {
+    fn held_look(&mut self, now: Instant, switches: impl FnOnce() -> Option<u64>) {
         self.seen = Some(now);
         let n = switches();
-        let mut nap = false;
         if let (Some(n), Some(before)) = (n, self.held_switches)
             && n.saturating_sub(before) >= HELD_RENEW
         {
             self.until = Some(now + HOLD);
-            match self.napped {
-                None => self.napped = Some(now),
-                Some(t) if now.saturating_duration_since(t) >= NAP_EVERY => {
-                    self.napped = Some(now);
-                    nap = true;
-                }
-                Some(_) => {}
-            }
         }
         self.held_switches = n;
         self.settle();
-        nap
     }
 
     /// Forgets a contention that is over.
@@ -184,7 +151,6 @@ impl Pacer {
             self.until = None;
             self.held = 0;
             self.held_switches = None;
-            self.napped = None;
         }
     }
 
@@ -232,16 +198,6 @@ impl Pacer {
         self.settle();
     }
 
-    /// True after a look in a long stretch: the thread yields once although it is not
-    /// contended (a *late yield*: spin, then yield). A thread that spins that long waits for
-    /// something that is not coming soon; if it shares its core with the thread that must
-    /// answer, the yield lets that one run instead of the spinner's whole slice. Alone on
-    /// its core, the yield costs a system call per [`LOOK_EVERY`] polls of a wait that is
-    /// already long.
-    fn late(&self) -> bool {
-        self.run >= LONG
-    }
-
     /// True while the thread counts as contended (as of its last look).
     fn contended(&self) -> bool {
         matches!((self.until, self.seen), (Some(u), Some(s)) if s < u)
@@ -257,42 +213,29 @@ pub struct PaceCounts {
     pub holds: u64,
     /// Times a contended thread stopped yielding before its hold ran out.
     pub releases: u64,
-    /// Yields of a thread not (yet) contended, after spinning a long stretch
-    /// (see the module notes: spin, then yield).
-    pub late_yields: u64,
-    /// Long stretches of empty polls (a spin of 256 polls or more) that ended in work:
-    /// a polled ping-pong makes about none while both ends have a core or hand it to each
-    /// other; one per message means each message waited for a scheduler slice.
+    /// Long stretches of empty polls (256 or more) that ended in work.
     pub long_waits: u64,
-    /// Long waits of 4 096 empty polls or more (a spin that no late yield cut short: the
-    /// thread waited for a preemption, a scheduler slice or a tick; one per message is the
-    /// collapse of two pollers on one core).
+    /// Long waits of 4 096 empty polls or more: the thread spun until a preemption, a
+    /// scheduler slice or a tick; one per message is the collapse of two pollers on one core.
     pub slice_waits: u64,
-    /// Short sleeps of a contended thread whose yields kept handing the CPU over (spin, then
-    /// yield, then sleep).
-    pub naps: u64,
 }
 
 static YIELDS: AtomicU64 = AtomicU64::new(0);
 static HOLDS: AtomicU64 = AtomicU64::new(0);
 static RELEASES: AtomicU64 = AtomicU64::new(0);
-static LATE_YIELDS: AtomicU64 = AtomicU64::new(0);
 static LONG_WAITS: AtomicU64 = AtomicU64::new(0);
-static NAPS: AtomicU64 = AtomicU64::new(0);
 static SLICE_WAITS: AtomicU64 = AtomicU64::new(0);
 
 /// What the pacing of every thread of this process did so far: a test (or a benchmark) that
 /// runs a ping-pong can tell from these whether two pollers sharing a core handed the CPU to
-/// each other per message (a yield or so each) or spun through scheduler slices. Counted only
-/// on the paths that already make a system call or read the clock.
+/// each other per message or spun through scheduler slices. Counted only on the paths that
+/// already make a system call or read the clock.
 pub fn counts() -> PaceCounts {
     PaceCounts {
         yields: YIELDS.load(Ordering::Relaxed),
         holds: HOLDS.load(Ordering::Relaxed),
         releases: RELEASES.load(Ordering::Relaxed),
-        late_yields: LATE_YIELDS.load(Ordering::Relaxed),
         long_waits: LONG_WAITS.load(Ordering::Relaxed),
-        naps: NAPS.load(Ordering::Relaxed),
         slice_waits: SLICE_WAITS.load(Ordering::Relaxed),
     }
 }
@@ -305,26 +248,14 @@ thread_local! {
 /// thread shares it (see the module notes).
 pub(crate) fn idle_poll() {
     let mut p = PACER.get();
-    let (late, nap) = match p.count() {
-        Look::No => (false, false),
-        Look::Stretch => {
-            p.look(Instant::now(), dat_sys::sched::involuntary_switches);
-            (p.late(), false)
-        }
-        Look::Held => (
-            false,
-            p.held_look(Instant::now(), dat_sys::sched::involuntary_switches),
-        ),
-    };
+    match p.count() {
+        Look::No => {}
+        Look::Stretch => p.look(Instant::now(), dat_sys::sched::involuntary_switches),
+        Look::Held => p.held_look(Instant::now(), dat_sys::sched::involuntary_switches),
+    }
     PACER.set(p);
-    if nap {
-        NAPS.fetch_add(1, Ordering::Relaxed);
-        std::thread::sleep(NAP);
-    } else if p.contended() {
+    if p.contended() {
         YIELDS.fetch_add(1, Ordering::Relaxed);
-        std::thread::yield_now();
-    } else if late {
-        LATE_YIELDS.fetch_add(1, Ordering::Relaxed);
         std::thread::yield_now();
     }
 }
@@ -393,26 +324,11 @@ mod tests {
         let t0 = Instant::now();
         let mut p = Pacer::NEW;
         let t = spin(&mut p, t0, 3);
-        // The switch count may even grow within the stretch: no gap, no contention.
+        // The switch count may even grow: no gap, no contention.
         looks(&mut p, t + Duration::from_micros(1), Some(9));
         assert!(!p.contended());
-        // Nor when the work comes without a switch since the stretch's last look.
-        found(&mut p, t + Duration::from_micros(2), 9);
+        found(&mut p, t + Duration::from_micros(2), 10);
         assert!(!p.contended());
-    }
-
-    #[test]
-    fn a_long_stretch_yields_late_and_a_short_one_never() {
-        let t0 = Instant::now();
-        let mut p = Pacer::NEW;
-        for i in 1..LONG / LOOK_EVERY {
-            looks(&mut p, t0 + Duration::from_micros(u64::from(i)), Some(3));
-            assert!(!p.late(), "look {i}");
-        }
-        looks(&mut p, t0 + Duration::from_micros(10), Some(3));
-        assert!(p.late());
-        found(&mut p, t0 + Duration::from_micros(11), 3);
-        assert!(!p.late() && !p.contended());
     }
 
     #[test]
@@ -463,31 +379,6 @@ mod tests {
         found(p, t1, 4);
         assert!(p.contended());
         t1
-    }
-
-    #[test]
-    fn yields_that_keep_switching_nap_once_per_nap_every() {
-        let mut p = Pacer::NEW;
-        let t1 = preempted(&mut p);
-        // Held looks every 100 us whose switch count grew by HELD_RENEW each time.
-        let mut naps = Vec::new();
-        for i in 0..1000u64 {
-            let at = t1 + Duration::from_micros(100 * i);
-            if p.held_look(at, || Some(10 + i * HELD_RENEW)) {
-                naps.push(at);
-            }
-        }
-        assert!(p.contended());
-        // 100 ms: a nap every NAP_EVERY (20 ms) after the first renewal.
-        assert_eq!(naps.len(), 4, "{naps:?}");
-        assert!(naps.windows(2).all(|w| w[1] - w[0] >= NAP_EVERY));
-        // Yields that find nobody: no nap, and the hold runs out.
-        let mut q = Pacer::NEW;
-        let t1 = preempted(&mut q);
-        for i in 0..1000u64 {
-            assert!(!q.held_look(t1 + Duration::from_micros(100 * i), || Some(4)));
-        }
-        assert!(!q.contended());
     }
 
     #[test]
