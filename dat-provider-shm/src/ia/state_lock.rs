@@ -9,11 +9,12 @@
 //!
 //! Nobody sleeps on it to be woken: a waiter spins, then yields, then sleeps for
 //! [`NAP`] at a time and looks again (spin, then yield, then sleep: two threads of one core
-//! must let the holder run). That suits this lock, which is never held across a wait: its
-//! holders run a pass over the rings, a socket call that does not block, or at most one
-//! cross-memory copy of a request (tens of microseconds for a megabyte); the application's
-//! polls only ever try it ([`StateLock::try_lock`]). A waiter that napped sees the release
-//! at most a nap late.
+//! must let the holder run). That suits this lock, whose holders run a pass over the rings,
+//! a socket call that does not block, or at most one cross-memory copy of a request (tens of
+//! microseconds for a megabyte); the application's polls only ever try it
+//! ([`StateLock::try_lock`]). The one wait under it is `close`'s, up to a second for a peer
+//! that may still copy into flushed buffers; callers racing a close nap meanwhile. A waiter
+//! that napped sees the release at most a nap late.
 //!
 //! A holder that panics releases it (the guard's drop runs while unwinding); as with the
 //! `lock` helper that ignored poisoning before, the state is used as the panic left it.
