@@ -19,7 +19,8 @@
 //! argument measures RDMA writes instead, in the pattern of `datperf lat --ops write`: each
 //! end writes into the other's region with its completion suppressed, and the target polls
 //! the last byte, driving `Ia::progress` between looks. `DATRS_SHM_PARAMS` adds IA
-//! parameters (`", rdma_inline = 0"`: every RDMA by cross-memory attach).
+//! parameters (`", rdma_inline = 0"`: every RDMA by cross-memory attach); `DATRS_RTT_SEGS=k`
+//! splits the source of each write into k local segments.
 
 use std::time::{Duration, Instant};
 
@@ -61,9 +62,25 @@ fn write_leg(from: &End, to: &End, size: u32, n: u64) -> u64 {
     let last = size as usize - 1;
     let want = (n % 251) as u8 + 1;
     from.lmr.write((1 << 19) + last, &[want]).unwrap();
+    // `DATRS_RTT_SEGS=k`: the source in k local segments (the last one takes the rest).
+    static SEGS: std::sync::OnceLock<u32> = std::sync::OnceLock::new();
+    let k = (*SEGS.get_or_init(|| {
+        std::env::var("DATRS_RTT_SEGS")
+            .ok()
+            .and_then(|v| v.parse::<u32>().ok())
+            .unwrap_or(1)
+    }))
+    .clamp(1, size);
+    let part = size / k;
+    let segs: Vec<_> = (0..k)
+        .map(|i| {
+            let len = if i + 1 == k { size - part * i } else { part };
+            from.lmr.triplet((1 << 19) + u64::from(part * i), len)
+        })
+        .collect();
     from.ep
         .post_rdma_write(
-            &[from.lmr.triplet(1 << 19, size)],
+            &segs,
             Cookie(2),
             to.lmr.rmr_triplet(0, size),
             CompletionFlags::SUPPRESS,

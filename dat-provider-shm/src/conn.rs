@@ -54,9 +54,7 @@ use dat_core::types::{DtoOp, DtoStatus, MemPriv, PzId};
 
 use crate::copy;
 use crate::ring::{Consumer, Incoming, Producer, Rec, store_load_fence};
-use crate::sys::{self, Iovs, RemoteIov};
-
-use iov::{STORES_IN_ORDER, advance, read_iovs, split_last_byte, truncate};
+use crate::sys::{self, Iovs};
 
 const SEND: u32 = 1;
 const WRITE: u32 = 2;
@@ -159,6 +157,9 @@ pub struct DataPath {
     rx_write: Option<(Segment, u64, u64)>,
     /// The oldest incoming record is a send waiting for a receive.
     blocked: bool,
+    /// The address lists of a cross-memory copy this side serves (ours, the peer's): kept
+    /// across requests, so that a request of many ranges allocates once per connection.
+    cma_lists: (Iovs, Iovs),
 }
 
 /// Outcome of processing that breaks the connection.
@@ -198,6 +199,7 @@ impl DataPath {
             resps: VecDeque::new(),
             rx_send: None,
             rx_write: None,
+            cma_lists: (Iovs::new(), Iovs::new()),
             blocked: false,
         }
     }
@@ -476,17 +478,9 @@ impl DataPath {
                     if r.offset != 0 {
                         return Err(Fatal);
                     }
-                    let Some(wr) = ep.recvs.pop_front() else {
+                    let Some(wr) = self.take_recv(ep, out, r.total)? else {
                         return Ok(false);
                     };
-                    if r.total > wr.len() {
-                        out.push(Up::Done(
-                            ep.upcalls.clone(),
-                            wr.completion(DtoStatus::LocalLength, 0),
-                        ));
-                        self.ack(SEND_ACK, DtoStatus::RemoteResponder);
-                        return Err(Fatal);
-                    }
                     self.rx_send = Some((wr, 0, r.total));
                 }
                 let Some((wr, got, total)) = self.rx_send.as_mut() else {
@@ -514,43 +508,10 @@ impl DataPath {
                 if self.rx_send.is_some() {
                     return Err(Fatal);
                 }
-                let iovs = read_iovs(inc)?;
-                if !self.cma_in || iovs.iter().map(|i| i.len).sum::<u64>() != r.total {
-                    return Err(Fatal);
-                }
-                let Some(wr) = ep.recvs.pop_front() else {
-                    return Ok(false);
-                };
-                if r.total > wr.len() {
-                    out.push(Up::Done(
-                        ep.upcalls.clone(),
-                        wr.completion(DtoStatus::LocalLength, 0),
-                    ));
-                    self.ack(SEND_ACK, DtoStatus::RemoteResponder);
-                    return Err(Fatal);
-                }
-                let mut local = copy::iovs(&wr.segs);
-                truncate(&mut local, r.total);
-                let status = match self.cma(local, &iovs, r.total, false) {
-                    Ok(status) => status,
-                    Err(PeerGone) => {
-                        // The sender died before we could copy: the message never arrived
-                        // and its receive stays posted (the breakage flushes it in order).
-                        ep.recvs.push_front(wr);
-                        return Err(Fatal);
-                    }
-                };
-                let n = if status == DtoStatus::Success {
-                    r.total as u32
-                } else {
-                    0
-                };
-                out.push(Up::Done(ep.upcalls.clone(), wr.completion(status, n)));
-                if status != DtoStatus::Success {
-                    self.ack(SEND_ACK, status);
-                    return Err(Fatal);
-                }
-                Ok(true)
+                let (mut local, mut remote) = std::mem::take(&mut self.cma_lists);
+                let got = self.send_cma(inc, ep, out, &mut local, &mut remote);
+                self.cma_lists = (local, remote);
+                got
             }
             WRITE => {
                 if self.rx_write.is_none() {
@@ -593,20 +554,10 @@ impl DataPath {
                     self.resps.push_back(Resp::ReadData { seg, pos: 0 });
                     return Ok(true);
                 }
-                let iovs = read_iovs(inc)?;
-                if !self.cma_in || iovs.iter().map(|i| i.len).sum::<u64>() != r.total {
-                    return Err(Fatal);
-                }
-                let Some((p, len)) = copy::target(&seg) else {
-                    return Err(Fatal);
-                };
-                let local: Iovs = smallvec::smallvec![RemoteIov {
-                    addr: p as u64,
-                    len: len as u64,
-                }];
-                let status = self
-                    .cma(local, &iovs, r.total, r.kind == READ)
-                    .unwrap_or(DtoStatus::Transport);
+                let (mut local, mut remote) = std::mem::take(&mut self.cma_lists);
+                let status = self.rdma_cma(inc, &seg, &mut local, &mut remote);
+                self.cma_lists = (local, remote);
+                let status = status?;
                 if status != DtoStatus::Success {
                     self.ack(RDMA_ACK, status);
                     return Err(Fatal);
@@ -706,54 +657,27 @@ impl DataPath {
         })
     }
 
-    /// The single copy of a cross-memory transfer, done by the target: `total` bytes between
-    /// `local` (ranges of this process: a checked target region or a posted receive) and the
-    /// peer's `remote` ranges, into the peer's memory when `into_peer`.
-    /// [`PeerGone`] when the peer process has exited (`ESRCH`): its connection is about to
-    /// report the hang-up.
-    fn cma(
-        &self,
-        mut local: Iovs,
-        remote: &[RemoteIov],
+    /// Takes the receive at the front for a message of `total` bytes (`None`: none posted);
+    /// a receive too short completes with `LOCAL_LENGTH`, the sender is told
+    /// `REMOTE_RESPONDER`, and the connection breaks.
+    fn take_recv(
+        &mut self,
+        ep: &mut EpView<'_>,
+        out: &mut Ups,
         total: u64,
-        into_peer: bool,
-    ) -> Result<DtoStatus, PeerGone> {
-        let mut rest = Iovs::from_slice(remote);
-        // The ranges before these are done (see `advance`).
-        let (mut l0, mut r0) = (0, 0);
-        let mut done = 0u64;
-        let last_apart = split_last_byte(&mut local) && !STORES_IN_ORDER;
-        while done < total {
-            // The last byte lands last (see `split_last_byte`); on a weakly ordered CPU it
-            // is copied by a call of its own, after a fence.
-            let upto = local.len() - usize::from(last_apart && done + 1 < total);
-            if last_apart && done + 1 == total {
-                std::sync::atomic::fence(std::sync::atomic::Ordering::SeqCst);
-            }
-            // SAFETY: every local range lies in registered memory that this request keeps
-            // alive (the checked target segment, or the receive's segments) and that no Rust
-            // reference borrows; the kernel checks the peer's ranges.
-            let r = unsafe {
-                if into_peer {
-                    sys::cma_writev(self.peer_pid, &local[l0..upto], &rest[r0..])
-                } else {
-                    sys::cma_readv(self.peer_pid, &local[l0..upto], &rest[r0..])
-                }
-            };
-            match r {
-                Err(e) if e.raw_os_error() == Some(libc::ESRCH) => return Err(PeerGone),
-                Ok(0) | Err(_) => {
-                    tracing::warn!(pid = self.peer_pid, "shm: cross-memory attach failed");
-                    return Ok(DtoStatus::Transport);
-                }
-                Ok(n) => {
-                    done += n as u64;
-                    advance(&mut local, &mut l0, n as u64);
-                    advance(&mut rest, &mut r0, n as u64);
-                }
-            }
+    ) -> Result<Option<WorkRequest>, Fatal> {
+        let Some(wr) = ep.recvs.pop_front() else {
+            return Ok(None);
+        };
+        if total > wr.len() {
+            out.push(Up::Done(
+                ep.upcalls.clone(),
+                wr.completion(DtoStatus::LocalLength, 0),
+            ));
+            self.ack(SEND_ACK, DtoStatus::RemoteResponder);
+            return Err(Fatal);
         }
-        Ok(DtoStatus::Success)
+        Ok(Some(wr))
     }
 
     /// Queues the acknowledgement of a failure (successes are told by the head).
@@ -763,6 +687,7 @@ impl DataPath {
     }
 }
 
+mod cma;
 mod iov;
 mod push;
 mod sent;

@@ -120,17 +120,21 @@ pub unsafe fn scatter_raw_ordered(segs: &[Segment], pos: u64, src: *const u8, n:
     done + dat_core::mem::scatter_at_ordered(segs, pos + body as u64, &[last])
 }
 
-/// The addresses of `segs` in this process, for a peer's cross-memory attach.
-pub fn iovs(segs: &[Segment]) -> Iovs {
-    segs.iter()
-        .filter(|s| s.len > 0)
-        .filter_map(|s| {
-            base(s).map(|p| RemoteIov {
-                addr: p as u64,
-                len: s.len as u64,
-            })
+/// The addresses of `segs` in this process, for a peer's cross-memory attach (no list is
+/// built: a request may have any number of segments).
+pub fn iov_iter(segs: &[Segment]) -> impl Iterator<Item = RemoteIov> + Clone + '_ {
+    segs.iter().filter(|s| s.len > 0).filter_map(|s| {
+        base(s).map(|p| RemoteIov {
+            addr: p as u64,
+            len: s.len as u64,
         })
-        .collect()
+    })
+}
+
+/// [`iov_iter`] into `out` (cleared first; a list kept across requests keeps its room).
+pub fn iovs_into(segs: &[Segment], out: &mut Iovs) {
+    out.clear();
+    out.extend(iov_iter(segs));
 }
 
 /// The start pointer and length of one target segment (checked against its buffer).
@@ -191,7 +195,7 @@ mod tests {
         assert_eq!(&v[3..4], &[0xAA]);
         assert_eq!(&v[10..14], &[0xAA; 4]);
         assert_eq!(v[14], 14);
-        assert_eq!(iovs(&segs).len(), 3);
+        assert_eq!(iov_iter(&segs).count(), 3);
         // The ordered variant places the same bytes (its last one after a fence).
         let src = [0x55u8; 7];
         // SAFETY: `src` is a distinct local of 7 bytes.
@@ -207,6 +211,6 @@ mod tests {
         let bad = [seg(&b, 30, 8)];
         // SAFETY: as above.
         assert_eq!(unsafe { gather_raw(&bad, 0, out.as_mut_ptr(), 8) }, 0);
-        assert!(iovs(&bad).is_empty());
+        assert_eq!(iov_iter(&bad).count(), 0);
     }
 }

@@ -1,7 +1,8 @@
 //! One open shm IA: the [`Transport`] implementation, its state, and the provider thread that
 //! serves connection management and target-side RDMA while the application sleeps.
 //!
-//! Locking: one state mutex per IA. Upcalls are collected while the state is held and made
+//! Locking: one state lock per IA (`state_lock`: released with a store, no read-modify-write).
+//! Upcalls are collected while the state is held and made
 //! after it is released, in the order of the tickets their batches took under the lock
 //! (`turns`), so completions of one endpoint reach the core in the order they were produced
 //! even when the application thread (in [`Transport::progress`]) and the provider thread
@@ -36,11 +37,13 @@ use crate::rendezvous::{self, ListenError, Listener};
 use crate::ring::{self, Segment};
 use crate::sys::{self, Epoll, Mapping};
 use crate::wire::{self, Packet};
+use state_lock::{StateGuard, StateLock};
 
 mod active;
 mod close;
 mod eps;
 mod slab;
+mod state_lock;
 mod transport;
 mod turns;
 
@@ -187,7 +190,7 @@ pub(crate) struct Shared {
     params: Params,
     cma_mode: bool,
     mem: SharedMemTable,
-    state: Mutex<State>,
+    state: StateLock<State>,
     /// Whose turn it is to make upcalls (see `turns`).
     turns: Turns,
     epoll: Epoll,
@@ -216,7 +219,7 @@ pub(crate) struct Shared {
 
 /// The state, locked for a call that may make upcalls (see [`Shared::enter`]).
 struct Guard<'a> {
-    st: MutexGuard<'a, State>,
+    st: StateGuard<'a, State>,
 }
 
 impl std::ops::Deref for Guard<'_> {
@@ -271,7 +274,7 @@ impl ShmIa {
             params,
             cma_mode,
             mem,
-            state: Mutex::new(State::default()),
+            state: StateLock::new(State::default()),
             turns: Turns::default(),
             epoll,
             wake,
@@ -299,7 +302,7 @@ impl Shared {
     /// Locks the state for a call that may produce upcalls ([`Shared::finish`] makes them).
     fn enter(&self) -> Guard<'_> {
         Guard {
-            st: lock(&self.state),
+            st: self.state.lock(),
         }
     }
 

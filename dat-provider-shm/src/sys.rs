@@ -423,8 +423,11 @@ pub fn pid() -> i32 {
     std::process::id() as i32
 }
 
-/// One piece of memory in another process, for cross-memory attach.
+/// One piece of memory in another process, for cross-memory attach. Laid out as the
+/// kernel's `iovec` on 64-bit targets (a pointer-sized address, then a `size_t` length), so
+/// that a list is handed to the kernel as it is, whatever its length.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(C)]
 pub struct RemoteIov {
     /// Address in the other process.
     pub addr: u64,
@@ -437,8 +440,23 @@ pub struct RemoteIov {
 /// case.
 pub type Iovs = smallvec::SmallVec<[RemoteIov; 4]>;
 
-/// The kernel's form of an address list (inline up to eight ranges: no allocation per call in
-/// the common case).
+#[cfg(target_pointer_width = "64")]
+const _: () = {
+    assert!(std::mem::size_of::<RemoteIov>() == std::mem::size_of::<libc::iovec>());
+    assert!(std::mem::align_of::<RemoteIov>() == std::mem::align_of::<libc::iovec>());
+    assert!(std::mem::offset_of!(RemoteIov, addr) == std::mem::offset_of!(libc::iovec, iov_base));
+    assert!(std::mem::offset_of!(RemoteIov, len) == std::mem::offset_of!(libc::iovec, iov_len));
+};
+
+/// The kernel's form of an address list: the list itself on 64-bit targets (no copy, no
+/// allocation at any length).
+#[cfg(target_pointer_width = "64")]
+fn iovecs(v: &[RemoteIov]) -> &[RemoteIov] {
+    v
+}
+
+/// The kernel's form of an address list (inline up to eight ranges).
+#[cfg(not(target_pointer_width = "64"))]
 fn iovecs(v: &[RemoteIov]) -> smallvec::SmallVec<[libc::iovec; 8]> {
     v.iter()
         .map(|r| libc::iovec {
@@ -460,13 +478,14 @@ pub unsafe fn cma_readv(pid: i32, local: &[RemoteIov], remote: &[RemoteIov]) -> 
         iovecs(&remote[..remote.len().min(1024)]),
     );
     // SAFETY: the local ranges are valid for writes (caller's contract); the kernel checks
-    // the remote ranges against the target's address space.
+    // the remote ranges against the target's address space. Both lists have the kernel's
+    // `iovec` layout (checked at compile time above) and live for the whole call.
     let n = unsafe {
         libc::process_vm_readv(
             pid,
-            l.as_ptr(),
+            l.as_ptr().cast::<libc::iovec>(),
             l.len() as u64,
-            r.as_ptr(),
+            r.as_ptr().cast::<libc::iovec>(),
             r.len() as u64,
             0,
         )
@@ -487,13 +506,14 @@ pub unsafe fn cma_writev(pid: i32, local: &[RemoteIov], remote: &[RemoteIov]) ->
         iovecs(&remote[..remote.len().min(1024)]),
     );
     // SAFETY: the local ranges are valid for reads (caller's contract); the kernel checks
-    // the remote ranges against the target's address space.
+    // the remote ranges against the target's address space. Both lists have the kernel's
+    // `iovec` layout (checked at compile time above) and live for the whole call.
     let n = unsafe {
         libc::process_vm_writev(
             pid,
-            l.as_ptr(),
+            l.as_ptr().cast::<libc::iovec>(),
             l.len() as u64,
-            r.as_ptr(),
+            r.as_ptr().cast::<libc::iovec>(),
             r.len() as u64,
             0,
         )

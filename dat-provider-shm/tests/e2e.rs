@@ -605,3 +605,82 @@ fn suppressed_sends_of_a_ping_pong_leave_the_endpoint_idle() {
     b.ia.close(CloseFlags::Abrupt).unwrap();
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// Raises the endpoint's segment limits to eight per request and receive.
+fn eight_segments(s: &Side) {
+    let mut attr = s.ep.query().unwrap().config.attr;
+    attr.max_request_iov = 8;
+    attr.max_recv_iov = 8;
+    attr.max_rdma_write_iov = 8;
+    attr.max_rdma_read_iov = 8;
+    s.ep.modify(&dat::EpModify {
+        attr: Some(&attr),
+        ..dat::EpModify::default()
+    })
+    .unwrap();
+}
+
+/// The six 3 000-byte pieces of `s` from `at` (see [`six`]), one after the other.
+fn read_six(s: &Side, at: usize) -> Vec<u8> {
+    let mut v = vec![0u8; 18_000];
+    for (i, p) in v.chunks_mut(3000).enumerate() {
+        s.lmr.read(at + i * 10_000, p).unwrap();
+    }
+    v
+}
+
+/// Six pieces of `len` bytes each, 10 000 bytes apart from `at`.
+fn six(s: &Side, at: u64, len: u32) -> Vec<dat::types::LmrTriplet> {
+    (0..6u64)
+        .map(|i| s.lmr.triplet(at + i * 10_000, len))
+        .collect()
+}
+
+#[test]
+fn requests_of_more_than_four_segments_by_cross_memory_attach() {
+    // Every RDMA by address (`rdma_inline = 0`) and sends larger than a 1 KiB slot too: the
+    // address lists of six ranges (seven with the last byte apart) go past what the lists
+    // keep inline.
+    if std::fs::metadata("/proc/self/mem").is_err() {
+        return; // no cross-memory attach here: the copy mode has no address lists
+    }
+    let dir = scratch("six");
+    let reg = registry(&dir, ", rdma_inline = 0, slot_size = 1024");
+    let (a, b) = (Side::new(&reg), Side::new(&reg));
+    eight_segments(&a);
+    eight_segments(&b);
+    let _sp = connect_pair(&a, &b, 4960);
+    let src: Vec<u8> = (0..6 * 3000u32).map(|i| (i % 239) as u8).collect();
+    for (i, piece) in src.chunks(3000).enumerate() {
+        a.lmr.write(i * 10_000, piece).unwrap();
+    }
+    for round in 0..3u64 {
+        // Write the six pieces into one range of b, read them back into six pieces of a.
+        let remote = b.lmr.rmr_triplet(200_000, 18_000);
+        a.ep.post_rdma_write(&six(&a, 0, 3000), Cookie(round), remote, none())
+            .unwrap();
+        assert_eq!(dto(&a.dto).status, DtoStatus::Success);
+        let mut got = vec![0u8; 18_000];
+        b.lmr.read(200_000, &mut got).unwrap();
+        assert!(got == src, "written bytes intact");
+        a.ep.post_rdma_read(&six(&a, 500_000, 3000), Cookie(10 + round), remote, none())
+            .unwrap();
+        assert_eq!(dto(&a.dto).status, DtoStatus::Success);
+        assert!(read_six(&a, 500_000) == src, "read bytes intact");
+        // A send of six pieces (larger than a slot: by address) into a receive of six.
+        b.ep.post_recv(&six(&b, 300_000, 3000), Cookie(20 + round), none())
+            .unwrap();
+        a.ep.post_send(&six(&a, 0, 3000), Cookie(30 + round), none())
+            .unwrap();
+        let r = dto(&b.dto);
+        assert_eq!(
+            (r.status, r.transferred_length),
+            (DtoStatus::Success, 18_000)
+        );
+        assert_eq!(dto(&a.dto).status, DtoStatus::Success);
+        assert!(read_six(&b, 300_000) == src, "received bytes intact");
+    }
+    a.ia.close(CloseFlags::Abrupt).unwrap();
+    b.ia.close(CloseFlags::Abrupt).unwrap();
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -42,6 +42,7 @@ pub use ep::{ConnectFlags, Ep, EpModify, EpParam, EpParams, EpStatus};
 pub use evd::{Cno, Evd};
 pub use ia::Ia;
 pub use mem::{Lmr, LmrParam, Pz, Rmr, RmrParam};
+pub use pace::{PaceCounts, counts as pace_counts};
 pub use registry::{EMBEDDED_CONFIG, IaOpenError, Registry, open_default_ia, open_ia};
 pub use srq::{Srq, SrqAttr, SrqParam};
 

@@ -25,6 +25,14 @@
 //! spinner that really shares its core spins for its whole slice: a long stretch, ended by
 //! the first poll after the gap finding the peer's message.
 //!
+//! Two pollers on one core can still collapse (issue 5, session 7): when one of them is
+//! contended and the other is not, the contended one answers within microseconds and yields
+//! straight back, so the other is never off its CPU for [`GAP`] and spins until a preemption
+//! for every message (shm 8 B about 711 us per message instead of 1.7, in about half of the
+//! runs). Late yields and contention from work found right after a switch fixed that, but kept
+//! two pollers that started on one core of two there (both cache-hot, never moved apart), at
+//! 1.5 or 11 us per message: not applied. [`counts`] lets a test see which it was.
+//!
 //! While contended, every look also asks the switch count: a yield that hands the CPU over
 //! counts as an involuntary switch, so a count that did not grow since the stretch's previous
 //! look (and no gap) means the yields found nobody else ready, and the thread stops yielding
@@ -43,6 +51,7 @@
 //! fast path only counts its polls.
 
 use std::cell::Cell;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 /// Empty polls between two looks at the clock within a stretch. An empty poll costs 0.1-0.5
@@ -53,6 +62,8 @@ const LOOK_EVERY: u32 = 32;
 /// ends it looks at the clock. A multiple of [`LOOK_EVERY`]; far above the empty polls of one
 /// message's wait in a ping-pong, far below a scheduler slice's worth.
 const LONG: u32 = 8 * LOOK_EVERY;
+/// A wait of this many empty polls counts as a slice wait ([`PaceCounts::slice_waits`]).
+const SLICE_WAIT: u32 = 16 * LONG;
 /// A longer time between two looks of one stretch means the thread did not run meanwhile.
 const GAP: Duration = Duration::from_micros(200);
 /// How long a thread stays contended after it was last seen preempted.
@@ -179,8 +190,16 @@ impl Pacer {
             && let Some(n) = switches()
         {
             match self.switches {
-                Some(before) if gap && n > before => self.until = Some(now + HOLD),
-                Some(before) if was_contended && !gap && n == before => self.until = None,
+                Some(before) if gap && n > before => {
+                    if !was_contended {
+                        HOLDS.fetch_add(1, Ordering::Relaxed);
+                    }
+                    self.until = Some(now + HOLD);
+                }
+                Some(before) if was_contended && !gap && n == before => {
+                    RELEASES.fetch_add(1, Ordering::Relaxed);
+                    self.until = None;
+                }
                 _ => {}
             }
             self.switches = Some(n);
@@ -191,6 +210,42 @@ impl Pacer {
     /// True while the thread counts as contended (as of its last look).
     fn contended(&self) -> bool {
         matches!((self.until, self.seen), (Some(u), Some(s)) if s < u)
+    }
+}
+
+/// What the pacing of this process did so far (see [`counts`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct PaceCounts {
+    /// Empty polls that yielded the CPU (`sched_yield`).
+    pub yields: u64,
+    /// Times a polling thread was found preempted while it spun and became contended.
+    pub holds: u64,
+    /// Times a contended thread stopped yielding before its hold ran out.
+    pub releases: u64,
+    /// Long stretches of empty polls (256 or more) that ended in work.
+    pub long_waits: u64,
+    /// Long waits of 4 096 empty polls or more: the thread spun until a preemption, a
+    /// scheduler slice or a tick; one per message is the collapse of two pollers on one core.
+    pub slice_waits: u64,
+}
+
+static YIELDS: AtomicU64 = AtomicU64::new(0);
+static HOLDS: AtomicU64 = AtomicU64::new(0);
+static RELEASES: AtomicU64 = AtomicU64::new(0);
+static LONG_WAITS: AtomicU64 = AtomicU64::new(0);
+static SLICE_WAITS: AtomicU64 = AtomicU64::new(0);
+
+/// What the pacing of every thread of this process did so far: a test (or a benchmark) that
+/// runs a ping-pong can tell from these whether two pollers sharing a core handed the CPU to
+/// each other per message or spun through scheduler slices. Counted only on the paths that
+/// already make a system call or read the clock.
+pub fn counts() -> PaceCounts {
+    PaceCounts {
+        yields: YIELDS.load(Ordering::Relaxed),
+        holds: HOLDS.load(Ordering::Relaxed),
+        releases: RELEASES.load(Ordering::Relaxed),
+        long_waits: LONG_WAITS.load(Ordering::Relaxed),
+        slice_waits: SLICE_WAITS.load(Ordering::Relaxed),
     }
 }
 
@@ -209,6 +264,7 @@ pub(crate) fn idle_poll() {
     }
     PACER.set(p);
     if p.contended() {
+        YIELDS.fetch_add(1, Ordering::Relaxed);
         std::thread::yield_now();
     }
 }
@@ -222,6 +278,10 @@ pub(crate) fn busy_poll() {
         return;
     }
     if p.ends_long() {
+        LONG_WAITS.fetch_add(1, Ordering::Relaxed);
+        if p.run >= SLICE_WAIT {
+            SLICE_WAITS.fetch_add(1, Ordering::Relaxed);
+        }
         p.look(Instant::now(), dat_sys::sched::involuntary_switches);
     }
     p.end();

@@ -30,6 +30,17 @@ pub fn end(reg: &Registry) -> (End, Evd) {
             ..EpParams::default()
         })
         .unwrap();
+    // More segments per request than the defaults allow (`rtt_count`'s `DATRS_RTT_SEGS`).
+    if std::env::var_os("DATRS_RTT_SEGS").is_some() {
+        let mut attr = ep.query().unwrap().config.attr;
+        attr.max_request_iov = 16;
+        attr.max_rdma_write_iov = 16;
+        ep.modify(&dat::EpModify {
+            attr: Some(&attr),
+            ..dat::EpModify::default()
+        })
+        .unwrap();
+    }
     let lmr = pz.alloc(4 << 20, MemPriv::ALL).unwrap();
     (End { ia, dto, ep, lmr }, conn)
 }

@@ -7,8 +7,8 @@ use crate::ring::Incoming;
 use crate::sys::{Iovs, RemoteIov};
 
 /// Writes the list into `len` bytes at `dst` (16 bytes an iov; as many as fit).
-pub(super) fn write_iovs(iovs: &[RemoteIov], dst: *mut u8, len: usize) {
-    for (i, v) in iovs.iter().take(len / 16).enumerate() {
+pub(super) fn write_iovs(iovs: impl Iterator<Item = RemoteIov>, dst: *mut u8, len: usize) {
+    for (i, v) in iovs.take(len / 16).enumerate() {
         let mut b = [0u8; 16];
         b[..8].copy_from_slice(&v.addr.to_le_bytes());
         b[8..].copy_from_slice(&v.len.to_le_bytes());
@@ -17,12 +17,15 @@ pub(super) fn write_iovs(iovs: &[RemoteIov], dst: *mut u8, len: usize) {
     }
 }
 
-pub(super) fn read_iovs(inc: Incoming) -> Result<Iovs, Fatal> {
+/// Reads the peer's list of a record into `v` (cleared first; a list kept across requests
+/// keeps its room, so a long list allocates once per connection, not per request).
+pub(super) fn read_iovs(inc: Incoming, v: &mut Iovs) -> Result<(), Fatal> {
     let n = usize::try_from(inc.rec.c).map_err(|_| Fatal)?;
     if n.checked_mul(16).is_none_or(|b| b > inc.rec.len as usize) {
         return Err(Fatal);
     }
-    let mut v = Iovs::with_capacity(n);
+    v.clear();
+    v.reserve(n);
     for i in 0..n {
         let mut b = [0u8; 16];
         // SAFETY: `i*16+16 <= rec.len`, which `peek` checked fits the slot's payload.
@@ -33,7 +36,7 @@ pub(super) fn read_iovs(inc: Incoming) -> Result<Iovs, Fatal> {
             len: u64::from_le_bytes(y.try_into().map_err(|_| Fatal)?),
         });
     }
-    Ok(v)
+    Ok(())
 }
 
 /// True where stores become visible to other processors in program order (x86's TSO; a

@@ -197,13 +197,28 @@ fn push_req(
             by_data: false,
         });
     }
+    push_req_rest(tx, wr, any, (ack, cma_above, tx_pos))
+}
+
+/// [`push_req`] of anything but a message that fits one slot: out of line, so that the
+/// common case stays small where it is inlined.
+/// `(ack, cma_above, tx_pos)` as there.
+#[inline(never)]
+fn push_req_rest(
+    tx: &mut Producer,
+    wr: &WorkRequest,
+    any: &mut bool,
+    (ack, cma_above, tx_pos): (u64, u64, &mut u64),
+) -> Option<Pushed> {
+    let cap = tx.payload_cap();
+    let total = wr.len();
     // Addresses for the peer's cross-memory attach, when it may, the request is larger
     // than what travels inline, and they fit a slot (else the bytes travel through the
     // ring).
     let iovs = match wr.op {
         PostOp::Send if total <= cap as u64 => None,
         PostOp::Recv => None,
-        _ if total > cma_above => Some(copy::iovs(&wr.segs)).filter(|v| v.len() * 16 <= cap),
+        _ if total > cma_above => Some(copy::iov_iter(&wr.segs).count()).filter(|n| n * 16 <= cap),
         _ => None,
     };
     let (kind, a, b) = match (wr.op, &iovs) {
@@ -216,24 +231,26 @@ fn push_req(
         (PostOp::Recv, _) => (0, 0, 0),
     };
     // A read without addresses (copy mode, or nothing to read) is answered with data.
-    let by_data = kind == READ && iovs.as_ref().is_none_or(|v| v.is_empty());
+    let by_data = kind == READ && iovs.is_none_or(|n| n == 0);
     if kind == 0 {
         // Nothing to push.
     } else if matches!(kind, WRITE_CMA | READ | SEND_CMA) {
         // The addresses (none for a read in copy mode: the data comes back through
         // the ring).
-        let iovs = iovs.as_deref().unwrap_or_default();
+        let n_iovs = iovs.unwrap_or(0);
         let rec = Rec {
             kind,
-            len: (iovs.len() * 16) as u32,
+            len: (n_iovs * 16) as u32,
             total,
             a,
             b,
-            c: iovs.len() as u32,
+            c: n_iovs as u32,
             ack,
             ..Rec::default()
         };
-        if !tx.push(rec, |dst, n| write_iovs(iovs, dst, n)) {
+        let segs = &wr.segs;
+        let list = copy::iov_iter(segs).take(n_iovs);
+        if !tx.push(rec, |dst, n| write_iovs(list, dst, n)) {
             return None;
         }
     } else {

@@ -1,6 +1,8 @@
 //! Data-path tests against a hostile or slow peer, over a real shared segment.
+use super::iov::{advance, split_last_byte};
 use super::*;
 use crate::ring::{self, Segment as Shm};
+use crate::sys::RemoteIov;
 use dat_core::provider::{CmFact, EpUpcalls};
 use dat_core::types::CompletionFlags;
 use std::os::fd::AsRawFd;

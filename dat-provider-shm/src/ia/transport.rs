@@ -25,7 +25,7 @@ impl ShmIa {
         sh.polled.store(true, Ordering::Relaxed);
         // A look at the rings first, under the state lock alone: most polls find nothing
         // and make no upcall.
-        let mut st = sh.state.try_lock().ok()?;
+        let mut st = sh.state.try_lock()?;
         let work = |c: &mut Conn| {
             matches!(c.phase, Phase::Connected) && c.data.as_mut().is_some_and(|d| d.has_work())
         };
@@ -115,7 +115,7 @@ impl Transport for ShmIa {
     }
 
     fn create_ep(&self, ep: EpId, cfg: &EpConfig, upcalls: Arc<dyn EpUpcalls>) -> DatResult<()> {
-        lock(&self.shared.state).eps.insert(
+        self.shared.state.lock().eps.insert(
             ep,
             ShmEp {
                 upcalls: CountTakes::wrap(upcalls, cfg.srq, &self.ia_upcalls),
@@ -128,7 +128,7 @@ impl Transport for ShmIa {
     }
 
     fn modify_ep(&self, ep: EpId, cfg: &EpConfig) -> DatResult<()> {
-        let mut st = lock(&self.shared.state);
+        let mut st = self.shared.state.lock();
         Shared::ep_mut(&mut st, ep)?.cfg = cfg.clone();
         Ok(())
     }
@@ -148,7 +148,7 @@ impl Transport for ShmIa {
 
     fn free_ep(&self, ep: EpId) {
         let sh = &self.shared;
-        let mut st = lock(&sh.state);
+        let mut st = sh.state.lock();
         st.retries.remove(&ep);
         let conn = st.eps.get_mut(&ep).and_then(|e| e.conn.take());
         if let Some(id) = conn {
@@ -178,13 +178,13 @@ impl Transport for ShmIa {
             return Err(DatError::invalid_arg(5));
         }
         let sh = &self.shared;
-        if !lock(&sh.state).eps.contains_key(&ep) {
+        if !sh.state.lock().eps.contains_key(&ep) {
             return Err(invalid_state());
         }
         let now = Instant::now();
         let deadline = timeout.duration().and_then(|d| now.checked_add(d));
         let opened = sh.open_conn(qual, private_data)?;
-        let mut st = lock(&sh.state);
+        let mut st = sh.state.lock();
         if !st.eps.contains_key(&ep) {
             return Err(invalid_state());
         }
@@ -204,7 +204,7 @@ impl Transport for ShmIa {
         upcalls: Arc<dyn SpUpcalls>,
     ) -> DatResult<ConnQual> {
         let sh = &self.shared;
-        let mut st = lock(&sh.state);
+        let mut st = sh.state.lock();
         let (listener, q) = match qual {
             Some(q) => match rendezvous::listen(&sh.params.dir, q.0) {
                 Ok(l) => (l, q),
@@ -247,7 +247,7 @@ impl Transport for ShmIa {
 
     fn unlisten(&self, sp: SpId) {
         let sh = &self.shared;
-        let mut st = lock(&sh.state);
+        let mut st = sh.state.lock();
         if let Some(s) = st.sps.remove(&sp) {
             sh.epoll.remove(s.listener.sock.as_fd());
         }
@@ -268,7 +268,7 @@ impl Transport for ShmIa {
             return Err(DatError::invalid_arg(3));
         }
         let sh = &self.shared;
-        let mut st = lock(&sh.state);
+        let mut st = sh.state.lock();
         let gone = || {
             DatError::new(
                 ErrorType::InvalidAddress,
@@ -334,7 +334,7 @@ impl Transport for ShmIa {
             return Err(DatError::invalid_arg(2));
         }
         let sh = &self.shared;
-        let mut st = lock(&sh.state);
+        let mut st = sh.state.lock();
         if let Some(id) = st.crs.remove(&cr) {
             if let Some(c) = st.conns.get(&id) {
                 let pkt = Packet::Reject {
@@ -400,7 +400,7 @@ impl Transport for ShmIa {
     fn post(&self, ep: EpId, wr: WorkRequest) -> DatResult<()> {
         let sh = &self.shared;
         {
-            let mut st = lock(&sh.state);
+            let mut st = sh.state.lock();
             let st = &mut *st;
             let e = st.eps.get_mut(&ep).ok_or_else(invalid_state)?;
             let data = e
@@ -468,7 +468,7 @@ impl Transport for ShmIa {
     }
 
     fn create_srq(&self, srq: SrqId, _cfg: &SrqConfig) -> DatResult<()> {
-        lock(&self.shared.state).srqs.insert(srq, VecDeque::new());
+        self.shared.state.lock().srqs.insert(srq, VecDeque::new());
         Ok(())
     }
 
@@ -487,7 +487,7 @@ impl Transport for ShmIa {
     }
 
     fn free_srq(&self, srq: SrqId) {
-        lock(&self.shared.state).srqs.remove(&srq);
+        self.shared.state.lock().srqs.remove(&srq);
     }
 
     fn progress(&self) -> bool {
@@ -495,7 +495,7 @@ impl Transport for ShmIa {
     }
 
     fn retired_unreported(&self, ep: EpId) -> u64 {
-        let st = lock(&self.shared.state);
+        let st = self.shared.state.lock();
         st.eps
             .get(&ep)
             .and_then(|e| e.conn)
@@ -585,7 +585,7 @@ impl Transport for ShmIa {
                 let _ = t.join();
             }
         }
-        let mut st = lock(&sh.state);
+        let mut st = sh.state.lock();
         let ids: Vec<u64> = st.conns.keys().copied().collect();
         for id in ids {
             sh.teardown(&mut st, id, None, true, &mut Ups::new());
