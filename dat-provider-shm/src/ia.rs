@@ -1,7 +1,7 @@
 //! One open shm IA: the [`Transport`] implementation, its state, and the provider thread that
 //! serves connection management and target-side RDMA while the application sleeps.
 //!
-//! Locking: one state lock per IA (`state_lock`: released with a store, no read-modify-write).
+//! Locking: one state lock per IA (`state_lock`: no poisoning, no futex; waiters spin, yield, nap).
 //! Upcalls are collected while the state is held and made
 //! after it is released, in the order of the tickets their batches took under the lock
 //! (`turns`), so completions of one endpoint reach the core in the order they were produced
