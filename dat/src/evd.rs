@@ -369,12 +369,7 @@ impl Evd {
             crate::pace::busy_poll();
             self.inner.dequeue_locked()
         } else {
-            // A long wait sleeps for a moment now and then (spin, then sleep): on a core it
-            // shares with its peer the peer runs meanwhile, and where a core is idle the
-            // scheduler places the thread again when it wakes (see the `pace` module).
-            if crate::pace::idle_poll() {
-                std::thread::sleep(crate::pace::NAP);
-            }
+            crate::pace::idle_poll();
             Err(DatError::QUEUE_EMPTY)
         }
     }

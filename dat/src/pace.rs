@@ -25,22 +25,13 @@
 //! spinner that really shares its core spins for its whole slice: a long stretch, ended by
 //! the first poll after the gap finding the peer's message.
 //!
-//! Two pollers on one core could still collapse (issue 5, session 7): when one of them is
+//! Two pollers on one core can still collapse (issue 5, session 7): when one of them is
 //! contended and the other is not, the contended one answers within microseconds and yields
-//! straight back, so the other is never off its CPU for [`GAP`] and spun until a preemption
+//! straight back, so the other is never off its CPU for [`GAP`] and spins until a preemption
 //! for every message (shm 8 B about 711 us per message instead of 1.7, in about half of the
 //! runs). Late yields and contention from work found right after a switch fixed that, but kept
 //! two pollers that started on one core of two there (both cache-hot, never moved apart), at
-//! 1.5 or 11 us per message. So a wait that spins [`NAP_AFTER`] empty polls *sleeps* for
-//! [`NAP`] instead (a *nap*, in [`crate::Evd::dequeue`]): on a shared core the peer runs
-//! meanwhile, and a thread that sleeps is placed again by the scheduler when it wakes (on an
-//! idle core if there is one), where a yielding pair counts as cache-hot and stays. A thread
-//! whose waits end in work only after a nap halves its spin before the next one, down to
-//! [`NAP_AFTER_MIN`]; a wait that ends without one doubles it back. [`NAP_STREAK`] such waits
-//! in a row (the peer runs only while this thread sleeps) make the thread contended, as a
-//! preemption seen while it spun does: the pair then hands the core over by yields (1.7 us
-//! per message on one core, where a nap costs about 75). [`counts`] lets a test see what
-//! happened.
+//! 1.5 or 11 us per message: not applied. [`counts`] lets a test see which it was.
 //!
 //! While contended, every look also asks the switch count: a yield that hands the CPU over
 //! counts as an involuntary switch, so a count that did not grow since the stretch's previous
@@ -73,23 +64,6 @@ const LOOK_EVERY: u32 = 32;
 const LONG: u32 = 8 * LOOK_EVERY;
 /// A wait of this many empty polls counts as a slice wait ([`PaceCounts::slice_waits`]).
 const SLICE_WAIT: u32 = 16 * LONG;
-/// A polled wait (`dat_evd_dequeue`) that got no work for this many empty polls sleeps for
-/// [`NAP`] ([`idle_poll`] says when), and again every as many polls: spin, then sleep. Far
-/// above one message's wait in a ping-pong on two cores, below [`SLICE_WAIT`]. A power of two.
-const NAP_AFTER: u32 = 4 * LONG;
-/// The fewest empty polls before a nap: a thread whose waits end in work after a nap (its peer
-/// answers only while it sleeps: one core) halves its spin down to this; a wait that ends in
-/// work without a nap doubles it back up to [`NAP_AFTER`].
-const NAP_AFTER_MIN: u32 = LOOK_EVERY;
-/// Waits in a row that ended in work only after a nap make the thread contended: its peer
-/// runs only while it sleeps, so it shares its core (one core, or a host too busy to give the
-/// pair a core each): yielding hands the core over in microseconds where a nap costs tens.
-/// One such wait is not enough: on two cores the first nap usually places the thread on the
-/// other core, and its next waits end without one.
-const NAP_STREAK: u8 = 4;
-/// The sleep of a nap ([`crate::Evd::dequeue`]); the kernel's timer slack (50 us by default)
-/// comes on top.
-pub(crate) const NAP: Duration = Duration::from_micros(20);
 /// A longer time between two looks of one stretch means the thread did not run meanwhile.
 const GAP: Duration = Duration::from_micros(200);
 /// How long a thread stays contended after it was last seen preempted.
@@ -116,13 +90,6 @@ struct Pacer {
     held: u32,
     /// Involuntary switches at the previous held look.
     held_switches: Option<u64>,
-    /// Empty polls of a stretch between naps: [`NAP_AFTER_MIN`] to [`NAP_AFTER`] (0 for
-    /// the latter, the start).
-    nap_after: u32,
-    /// The current stretch napped.
-    napped: bool,
-    /// Waits in a row that ended in work after a nap.
-    nap_streak: u8,
 }
 
 /// What an empty poll does beside counting.
@@ -145,28 +112,7 @@ impl Pacer {
         until: None,
         held: 0,
         held_switches: None,
-        nap_after: 0,
-        napped: false,
-        nap_streak: 0,
     };
-
-    /// The current spin between naps.
-    fn spin_limit(&self) -> u32 {
-        if self.nap_after == 0 {
-            NAP_AFTER
-        } else {
-            self.nap_after
-        }
-    }
-
-    /// True if the empty poll just counted should nap (and notes that the stretch did).
-    fn nap_due(&mut self) -> bool {
-        if self.run.is_multiple_of(self.spin_limit()) {
-            self.napped = true;
-            return true;
-        }
-        false
-    }
 
     /// Counts an empty poll; returns which look at the clock this one makes.
     fn count(&mut self) -> Look {
@@ -225,16 +171,6 @@ impl Pacer {
 
     /// Ends the stretch: the next one starts without a look or a switch count.
     fn end(&mut self) {
-        let spin = self.spin_limit();
-        (self.nap_after, self.nap_streak) = if self.napped {
-            (
-                (spin / 2).max(NAP_AFTER_MIN),
-                self.nap_streak.saturating_add(1),
-            )
-        } else {
-            ((spin * 2).min(NAP_AFTER), 0)
-        };
-        self.napped = false;
         self.run = 0;
         self.last_look = None;
         self.switches = None;
@@ -271,22 +207,6 @@ impl Pacer {
         self.settle();
     }
 
-    /// The stretch ends in work after a nap at `now`: the [`NAP_STREAK`]th such wait in a row
-    /// makes the thread contended for [`HOLD`]. Call before [`Pacer::end`].
-    fn woke_to_work(&mut self, now: Instant) {
-        if self.napped && self.nap_streak.saturating_add(1) >= NAP_STREAK {
-            if !self.contended() {
-                HOLDS.fetch_add(1, Ordering::Relaxed);
-            }
-            self.seen = Some(now);
-            self.until = Some(now + HOLD);
-            self.nap_streak = 0;
-            self.napped = false;
-            // Waits that end in work through yields from now on: back to the long spin.
-            self.nap_after = 0;
-        }
-    }
-
     /// True while the thread counts as contended (as of its last look).
     fn contended(&self) -> bool {
         matches!((self.until, self.seen), (Some(u), Some(s)) if s < u)
@@ -298,8 +218,7 @@ impl Pacer {
 pub struct PaceCounts {
     /// Empty polls that yielded the CPU (`sched_yield`).
     pub yields: u64,
-    /// Times a polling thread became contended: found preempted while it spun, or its waits
-    /// ended in work only after naps ([`NAP_STREAK`] in a row).
+    /// Times a polling thread was found preempted while it spun and became contended.
     pub holds: u64,
     /// Times a contended thread stopped yielding before its hold ran out.
     pub releases: u64,
@@ -308,10 +227,6 @@ pub struct PaceCounts {
     /// Long waits of 4 096 empty polls or more: the thread spun until a preemption, a
     /// scheduler slice or a tick; one per message is the collapse of two pollers on one core.
     pub slice_waits: u64,
-    /// Naps: times a polled wait slept for a moment after 1 024 empty polls (fewer, down to
-    /// 32, while its waits keep ending in work only after a nap: its peer runs only while it
-    /// sleeps).
-    pub naps: u64,
 }
 
 static YIELDS: AtomicU64 = AtomicU64::new(0);
@@ -319,7 +234,6 @@ static HOLDS: AtomicU64 = AtomicU64::new(0);
 static RELEASES: AtomicU64 = AtomicU64::new(0);
 static LONG_WAITS: AtomicU64 = AtomicU64::new(0);
 static SLICE_WAITS: AtomicU64 = AtomicU64::new(0);
-static NAPS: AtomicU64 = AtomicU64::new(0);
 
 /// What the pacing of every thread of this process did so far: a test (or a benchmark) that
 /// runs a ping-pong can tell from these whether two pollers sharing a core handed the CPU to
@@ -332,7 +246,6 @@ pub fn counts() -> PaceCounts {
         releases: RELEASES.load(Ordering::Relaxed),
         long_waits: LONG_WAITS.load(Ordering::Relaxed),
         slice_waits: SLICE_WAITS.load(Ordering::Relaxed),
-        naps: NAPS.load(Ordering::Relaxed),
     }
 }
 
@@ -341,28 +254,19 @@ thread_local! {
 }
 
 /// A poll of an EVD found nothing and the transport moved nothing: yields the CPU if this
-/// thread shares it (see the module notes). Returns true when the stretch is due a nap
-/// (instead of a yield): a caller that may sleep then sleeps for [`NAP`] (see
-/// [`crate::Evd::dequeue`]; a waiter in [`crate::Evd::wait`] sleeps its own way after its
-/// spin).
-pub(crate) fn idle_poll() -> bool {
+/// thread shares it (see the module notes).
+pub(crate) fn idle_poll() {
     let mut p = PACER.get();
     match p.count() {
         Look::No => {}
         Look::Stretch => p.look(Instant::now(), dat_sys::sched::involuntary_switches),
         Look::Held => p.held_look(Instant::now(), dat_sys::sched::involuntary_switches),
     }
-    let nap = p.nap_due();
     PACER.set(p);
-    if nap {
-        NAPS.fetch_add(1, Ordering::Relaxed);
-        return true;
-    }
     if p.contended() {
         YIELDS.fetch_add(1, Ordering::Relaxed);
         std::thread::yield_now();
     }
-    false
 }
 
 /// A poll found an event or the transport moved something: ends the stretch of empty polls
@@ -379,9 +283,6 @@ pub(crate) fn busy_poll() {
             SLICE_WAITS.fetch_add(1, Ordering::Relaxed);
         }
         p.look(Instant::now(), dat_sys::sched::involuntary_switches);
-    }
-    if p.napped {
-        p.woke_to_work(Instant::now());
     }
     p.end();
     PACER.set(p);
@@ -620,89 +521,5 @@ mod tests {
         // A later preemption while spinning makes it contended again.
         looks(&mut p, t3 + Duration::from_millis(4), Some(10));
         assert!(p.contended());
-    }
-
-    /// A stretch of empty polls until the next nap; returns how many polls that took.
-    fn until_nap(p: &mut Pacer) -> u32 {
-        let mut n = 0;
-        loop {
-            n += 1;
-            // No look here: the clock does not decide a nap.
-            p.run = p.run.wrapping_add(1);
-            if p.nap_due() {
-                return n;
-            }
-            assert!(n <= NAP_AFTER, "no nap within {NAP_AFTER} empty polls");
-        }
-    }
-
-    #[test]
-    fn waits_that_end_only_after_a_nap_nap_sooner_down_to_the_minimum() {
-        let mut p = Pacer::NEW;
-        assert_eq!(until_nap(&mut p), NAP_AFTER);
-        // Work found after the nap (its peer ran while it slept): the next nap comes sooner.
-        p.end();
-        assert_eq!(until_nap(&mut p), NAP_AFTER / 2);
-        for _ in 0..20 {
-            p.end();
-            until_nap(&mut p);
-        }
-        p.end();
-        assert_eq!(until_nap(&mut p), NAP_AFTER_MIN);
-        // Naps recur within one long stretch.
-        assert_eq!(until_nap(&mut p), NAP_AFTER_MIN);
-    }
-
-    #[test]
-    fn waits_that_end_without_a_nap_spin_longer_again() {
-        let mut p = Pacer::NEW;
-        for _ in 0..20 {
-            until_nap(&mut p);
-            p.end();
-        }
-        assert_eq!(p.spin_limit(), NAP_AFTER_MIN);
-        // Short waits (the peer answers while this thread spins: a core each) never nap and
-        // bring the spin back up.
-        for _ in 0..20 {
-            for _ in 0..3 {
-                p.run += 1;
-                assert!(!p.nap_due());
-            }
-            p.end();
-        }
-        assert_eq!(p.spin_limit(), NAP_AFTER);
-    }
-
-    #[test]
-    fn waits_that_end_only_after_naps_in_a_row_make_the_thread_contended() {
-        let mut p = Pacer::NEW;
-        let t0 = Instant::now();
-        for i in 0..u32::from(NAP_STREAK) {
-            assert!(!p.contended(), "after {i} naps");
-            until_nap(&mut p);
-            p.woke_to_work(t0 + Duration::from_micros(u64::from(i)));
-            p.end();
-        }
-        assert!(p.contended());
-        // It yields from now on; its spin before a nap is the long one again.
-        assert_eq!(p.spin_limit(), NAP_AFTER);
-    }
-
-    #[test]
-    fn a_short_wait_between_naps_starts_the_count_again() {
-        let mut p = Pacer::NEW;
-        let t0 = Instant::now();
-        for round in 0..3 {
-            for _ in 0..NAP_STREAK - 1 {
-                until_nap(&mut p);
-                p.woke_to_work(t0);
-                p.end();
-            }
-            // The peer answers while this thread spins (they run on a core each now).
-            p.run = 3;
-            p.woke_to_work(t0);
-            p.end();
-            assert!(!p.contended(), "round {round}");
-        }
     }
 }
