@@ -144,15 +144,14 @@ impl Ep {
             .accepts(flags, iov.len())
             .filter(|_| !inner.freed.load(Ordering::Acquire))
         {
-            // The segments are resolved into the request itself, not into a list then moved
-            // into it (a 128-byte copy per post).
-            let mut wr = WorkRequest {
+            let mut segs = SegList::new();
+            resolve(inner, op, &mut segs, iov, pz, max_iov)?;
+            let wr = WorkRequest {
                 op,
-                segs: SegList::new(),
+                segs,
                 cookie,
                 flags,
             };
-            resolve(inner, op, &mut wr.segs, iov, pz, max_iov)?;
             return submit(inner, wr, op == PostOp::Recv);
         }
         inner.check()?;

@@ -54,11 +54,12 @@ impl Shared {
     /// delivers them. With `wait` false a CQ another thread is polling is skipped.
     pub fn poll_cq(&self, slot: &CqSlot, wait: bool) -> bool {
         let _g = if wait {
-            slot.poll.lock()
+            lock(&slot.poll)
         } else {
             match slot.poll.try_lock() {
-                Some(g) => g,
-                None => return false,
+                Ok(g) => g,
+                Err(std::sync::TryLockError::Poisoned(p)) => p.into_inner(),
+                Err(std::sync::TryLockError::WouldBlock) => return false,
             }
         };
         let mut room = wc_room::<POLL_BATCH>();
