@@ -10,7 +10,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 
 use dat_core::error::Subtype;
-use dat_core::mem::{Buffer, Region};
+use dat_core::mem::{Buffer, Region, WindowBind};
 use dat_core::types::{LmrId, LmrTriplet, MemPriv, PzId, RmrTriplet, VaType};
 use dat_core::{DatError, DatResult};
 
@@ -421,7 +421,7 @@ impl Rmr {
     /// completes as flushed and nothing is bound); `DAT_INVALID_STATE|EP_EVD_REQUEST` if the
     /// EP's request EVD does not take the RMR bind stream; `DAT_INVALID_PARAMETER|DAT_INVALID_ARG4`
     /// when the EP, the LMR and the RMR are not in one PZ; the codes of
-    /// `dat_core::mem::MemTable::bind_rmr_va` (range `ARG2`, privileges
+    /// `dat_core::mem::MemTable::bind_rmr` (range `ARG2`, privileges
     /// `DAT_PRIVILEGES_VIOLATION`).
     #[allow(clippy::too_many_arguments)]
     pub fn bind(
@@ -475,14 +475,8 @@ impl Rmr {
         let (rmr, lmr_context) = (self.inner.id, lmr.lmr_context());
         // Validated first; a transport that binds windows itself (verbs) is asked only then,
         // with no lock held, and its key installed.
-        let window = crate::sync::read(&ia.mem).check_bind(
-            rmr,
-            pz,
-            lmr_context,
-            &triplet,
-            privs,
-            va_type,
-        )?;
+        let bind = WindowBind::new(rmr, pz, lmr_context, triplet, privs).with_va_type(va_type);
+        let window = crate::sync::read(&ia.mem).check_bind(&bind)?;
         let key = match &window {
             None => {
                 ia.transport.unbind_rmr(rmr);
@@ -498,13 +492,11 @@ impl Rmr {
                 va_type,
             })?,
         };
-        let ctx = write(&ia.mem)
-            .bind_rmr_keyed(rmr, pz, lmr_context, &triplet, privs, va_type, key)
-            .inspect_err(|_| {
-                if key.is_some() {
-                    ia.transport.unbind_rmr(rmr);
-                }
-            })?;
+        let ctx = write(&ia.mem).bind_rmr_keyed(&bind, key).inspect_err(|_| {
+            if key.is_some() {
+                ia.transport.unbind_rmr(rmr);
+            }
+        })?;
         *crate::sync::lock(&self.inner.bound) = (triplet.segment_length != 0).then_some(ctx);
         complete(DtoStatus::Success);
         Ok(ctx)

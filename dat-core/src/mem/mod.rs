@@ -20,4 +20,4 @@ pub use segment::{
     SegList, Segment, check_length, copy_segments, gather, gather_at, scatter, scatter_at,
     scatter_at_ordered, total_len,
 };
-pub use table::{MemTable, Region};
+pub use table::{MemTable, Region, WindowBind};

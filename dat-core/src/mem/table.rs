@@ -603,6 +603,7 @@ impl MemTable {
 }
 
 mod rmr;
+pub use rmr::WindowBind;
 
 #[cfg(test)]
 mod tests;

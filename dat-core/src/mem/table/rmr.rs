@@ -8,29 +8,50 @@ use super::{Binding, KNOWN_PRIVS, MemTable, Region, effective, privileges};
 use crate::error::{DatError, DatResult, Subtype};
 use crate::types::{LmrTriplet, MemPriv, PzId, RmrId, VaType};
 
-impl MemTable {
-    /// Binds RMR `rmr` (of PZ `pz`) to the range `t` of the LMR `lmr_context` with remote
-    /// privileges `privs` (`dat_rmr_bind`); window addresses are virtual addresses. Returns
-    /// the new `rmr_context`; the previous one of this RMR stops working at once. A
-    /// zero-length `t` unbinds and returns 0. The caller checks that the EP posting the bind
-    /// is in `pz` too (same `DAT_INVALID_PARAMETER | DAT_INVALID_ARG4` on mismatch).
-    ///
-    /// # Errors
-    /// See [`MemTable::bind_rmr_va`].
-    pub fn bind_rmr(
-        &mut self,
-        rmr: RmrId,
-        pz: PzId,
-        lmr_context: u32,
-        t: &LmrTriplet,
-        privs: MemPriv,
-    ) -> DatResult<u32> {
-        self.bind_rmr_va(rmr, pz, lmr_context, t, privs, VaType::Va)
+/// One `dat_rmr_bind` as the memory table validates it: which window, in which PZ, over which
+/// range of which LMR, with which remote privileges and address type.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct WindowBind {
+    /// The window (RMR).
+    pub rmr: RmrId,
+    /// The RMR's protection zone; the LMR must be in it too.
+    pub pz: PzId,
+    /// The LMR the window lies in.
+    pub lmr_context: u32,
+    /// The range, in the LMR's own address space; a zero length unbinds.
+    pub range: LmrTriplet,
+    /// Remote privileges of the window.
+    pub privs: MemPriv,
+    /// [`VaType::Va`] exposes the window at its virtual address, [`VaType::ZeroBased`] at
+    /// offsets from 0.
+    pub va_type: VaType,
+}
+
+impl WindowBind {
+    /// A bind of `rmr` (of PZ `pz`) to `range` of the LMR `lmr_context`, exposed at its virtual
+    /// address.
+    pub fn new(rmr: RmrId, pz: PzId, lmr_context: u32, range: LmrTriplet, privs: MemPriv) -> Self {
+        Self {
+            rmr,
+            pz,
+            lmr_context,
+            range,
+            privs,
+            va_type: VaType::Va,
+        }
     }
 
-    /// [`MemTable::bind_rmr`] with the window's address type: [`VaType::Va`] exposes the
-    /// window at its virtual address, [`VaType::ZeroBased`] at offsets from 0. `t` is always in
-    /// the LMR's own address space.
+    /// The same bind with address type `va_type`.
+    pub fn with_va_type(self, va_type: VaType) -> Self {
+        Self { va_type, ..self }
+    }
+}
+
+impl MemTable {
+    /// Binds a window (`dat_rmr_bind`) and returns its new `rmr_context`; the previous one of
+    /// this RMR stops working at once. A zero-length range unbinds and returns 0. The caller
+    /// checks that the EP posting the bind is in the same PZ (same `DAT_INVALID_PARAMETER |
+    /// DAT_INVALID_ARG4` on mismatch).
     ///
     /// # Errors
     /// * `DAT_INVALID_PARAMETER | DAT_INVALID_ARG4`: unknown privilege bits, or LMR and RMR in
@@ -41,43 +62,25 @@ impl MemTable {
     ///   without `LOCAL_READ`; `| DAT_PRIVILEGES_RDMA_WRITE`: `REMOTE_WRITE` or
     ///   `REMOTE_ATOMIC` on an LMR without `LOCAL_WRITE`.
     /// * `DAT_INSUFFICIENT_RESOURCES | DAT_RESOURCE_MEMORY_REGION`: no fresh key.
-    pub fn bind_rmr_va(
-        &mut self,
-        rmr: RmrId,
-        pz: PzId,
-        lmr_context: u32,
-        t: &LmrTriplet,
-        privs: MemPriv,
-        va_type: VaType,
-    ) -> DatResult<u32> {
-        self.bind_rmr_keyed(rmr, pz, lmr_context, t, privs, va_type, None)
+    pub fn bind_rmr(&mut self, b: &WindowBind) -> DatResult<u32> {
+        self.bind_rmr_keyed(b, None)
     }
 
-    /// [`MemTable::bind_rmr_va`] with the key a transport made (a verbs memory window's
+    /// [`MemTable::bind_rmr`] with the key a transport made (a verbs memory window's
     /// rkey) instead of one drawn from this table (`key == None`).
     ///
     /// # Errors
-    /// As [`MemTable::bind_rmr_va`], plus `DAT_INTERNAL_ERROR` if `key` is 0 or names a live
+    /// As [`MemTable::bind_rmr`], plus `DAT_INTERNAL_ERROR` if `key` is 0 or names a live
     /// registration or window.
-    #[allow(clippy::too_many_arguments)]
-    pub fn bind_rmr_keyed(
-        &mut self,
-        rmr: RmrId,
-        pz: PzId,
-        lmr_context: u32,
-        t: &LmrTriplet,
-        privs: MemPriv,
-        va_type: VaType,
-        key: Option<u32>,
-    ) -> DatResult<u32> {
-        if t.segment_length == 0 {
-            self.unbind_rmr(rmr);
+    pub fn bind_rmr_keyed(&mut self, b: &WindowBind, key: Option<u32>) -> DatResult<u32> {
+        if b.range.segment_length == 0 {
+            self.unbind_rmr(b.rmr);
             return Ok(0);
         }
-        let mut window = self.window(rmr, pz, lmr_context, t, privs, va_type)?;
+        let mut window = self.window(b)?;
         let key = match key {
             Some(k) => {
-                let old = self.rmrs.get(&rmr).map(|b| b.rmr_context);
+                let old = self.rmrs.get(&b.rmr).map(|b| b.rmr_context);
                 if k == 0 || (Some(k) != old && self.rkeys.contains_key(&k)) {
                     return Err(DatError::new(
                         crate::error::ErrorType::InternalError,
@@ -90,49 +93,40 @@ impl MemTable {
             None => self.fresh_key()?,
         };
         window.rmr_context = Some(key);
-        self.unbind_rmr(rmr);
+        self.unbind_rmr(b.rmr);
         self.rkeys.insert(key, Arc::new(window));
         self.rmrs.insert(
-            rmr,
+            b.rmr,
             Binding {
                 rmr_context: key,
-                lmr_context,
+                lmr_context: b.lmr_context,
             },
         );
         Ok(key)
     }
 
-    /// Validates a bind of `rmr` to `t` and returns the window it would make (no key yet),
-    /// without changing anything (a transport that binds windows itself is asked only for
-    /// binds that pass). A zero-length `t` is an unbind and gives `None`.
+    /// Validates a bind and returns the window it would make (no key yet), without changing
+    /// anything (a transport that binds windows itself is asked only for binds that pass). A
+    /// zero-length range is an unbind and gives `None`.
     ///
     /// # Errors
-    /// As [`MemTable::bind_rmr_va`].
-    pub fn check_bind(
-        &self,
-        rmr: RmrId,
-        pz: PzId,
-        lmr_context: u32,
-        t: &LmrTriplet,
-        privs: MemPriv,
-        va_type: VaType,
-    ) -> DatResult<Option<Region>> {
-        if t.segment_length == 0 {
+    /// As [`MemTable::bind_rmr`].
+    pub fn check_bind(&self, b: &WindowBind) -> DatResult<Option<Region>> {
+        if b.range.segment_length == 0 {
             return Ok(None);
         }
-        self.window(rmr, pz, lmr_context, t, privs, va_type)
-            .map(Some)
+        self.window(b).map(Some)
     }
 
-    fn window(
-        &self,
-        rmr: RmrId,
-        pz: PzId,
-        lmr_context: u32,
-        t: &LmrTriplet,
-        privs: MemPriv,
-        va_type: VaType,
-    ) -> DatResult<Region> {
+    fn window(&self, b: &WindowBind) -> DatResult<Region> {
+        let WindowBind {
+            rmr,
+            pz,
+            lmr_context,
+            range: t,
+            privs,
+            va_type,
+        } = *b;
         if !KNOWN_PRIVS.contains(privs) {
             return Err(DatError::invalid_arg(4));
         }

@@ -149,13 +149,13 @@ fn deregister_with_bound_rmr_is_lmr_in_use() {
     let r = t
         .register(LmrId(1), PZ, buf64(), MemPriv::ALL, VaType::Va)
         .unwrap();
-    t.bind_rmr(
+    t.bind_rmr(&WindowBind::new(
         RmrId(9),
         PZ,
         r.lmr_context,
-        &trip(r.start, 8, 0),
+        trip(r.start, 8, 0),
         MemPriv::REMOTE_READ,
-    )
+    ))
     .unwrap();
     let e = t.deregister(r.lmr_context).unwrap_err();
     assert_eq!(e, DatError::invalid_state(Subtype::StateLmrInUse));

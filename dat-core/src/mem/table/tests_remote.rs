@@ -3,6 +3,12 @@
 use super::tests::{OTHER_PZ, PZ, RW, buf64, privs_err, trip};
 use super::*;
 
+/// A read-only window of `rmr` over `range` of a zero-based LMR, exposed zero-based.
+fn zero_based_read(rmr: RmrId, lmr_context: u32, range: LmrTriplet) -> WindowBind {
+    WindowBind::new(rmr, PZ, lmr_context, range, MemPriv::REMOTE_READ)
+        .with_va_type(VaType::ZeroBased)
+}
+
 #[test]
 fn remote_checks_key_pz_range_and_privileges() {
     let mut t = MemTable::with_seed(4);
@@ -111,13 +117,13 @@ fn rmr_bind_exposes_only_the_window() {
     assert!(lmr.rmr_context.is_none());
     let b = lmr.start;
     let k = t
-        .bind_rmr(
+        .bind_rmr(&WindowBind::new(
             RmrId(1),
             PZ,
             lmr.lmr_context,
-            &trip(b + 16, 8, lmr.lmr_context),
+            trip(b + 16, 8, lmr.lmr_context),
             MemPriv::REMOTE_READ | MemPriv::REMOTE_WRITE,
-        )
+        ))
         .unwrap();
     assert_ne!(k, 0);
     assert_ne!(k, lmr.lmr_context);
@@ -156,14 +162,7 @@ fn rmr_zero_based_window_and_window_privileges() {
         .register(LmrId(1), PZ, buf64(), RW, VaType::ZeroBased)
         .unwrap();
     let k = t
-        .bind_rmr_va(
-            RmrId(1),
-            PZ,
-            lmr.lmr_context,
-            &trip(32, 16, 0),
-            MemPriv::REMOTE_READ,
-            VaType::ZeroBased,
-        )
+        .bind_rmr(&zero_based_read(RmrId(1), lmr.lmr_context, trip(32, 16, 0)))
         .unwrap();
     let seg = t.remote(PZ, k, 0, 2, MemPriv::REMOTE_READ).unwrap();
     assert_eq!(seg.to_vec(), vec![32, 33]);
@@ -176,13 +175,13 @@ fn rmr_zero_based_window_and_window_privileges() {
     );
     // A VA window over a zero-based LMR sits at the memory's virtual address.
     let k2 = t
-        .bind_rmr(
+        .bind_rmr(&WindowBind::new(
             RmrId(2),
             PZ,
             lmr.lmr_context,
-            &trip(8, 4, 0),
+            trip(8, 4, 0),
             MemPriv::REMOTE_WRITE,
-        )
+        ))
         .unwrap();
     let at = lmr.buf.addr() + 8;
     assert_eq!(
@@ -204,14 +203,11 @@ fn rmr_rebind_revokes_the_old_context_and_unbind_revokes_all() {
     let mut k = 0;
     for round in 0..50u64 {
         k = t
-            .bind_rmr_va(
+            .bind_rmr(&zero_based_read(
                 RmrId(7),
-                PZ,
                 lmr.lmr_context,
-                &trip(round, 4, 0),
-                MemPriv::REMOTE_READ,
-                VaType::ZeroBased,
-            )
+                trip(round, 4, 0),
+            ))
             .unwrap();
         assert!(!old.contains(&k), "a stale key came back");
         for &stale in &old {
@@ -231,13 +227,13 @@ fn rmr_rebind_revokes_the_old_context_and_unbind_revokes_all() {
     }
     // Unbinding with a zero-length triplet returns 0 and ignores the other fields.
     assert_eq!(
-        t.bind_rmr(
+        t.bind_rmr(&WindowBind::new(
             RmrId(7),
             OTHER_PZ,
             0xBAD,
-            &trip(999, 0, 0),
+            trip(999, 0, 0),
             MemPriv::from_bits_retain(0x8000)
-        ),
+        )),
         Ok(0)
     );
     assert_eq!(t.bound_rmrs(), 0);
@@ -247,14 +243,7 @@ fn rmr_rebind_revokes_the_old_context_and_unbind_revokes_all() {
     // unbind_rmr of an unbound RMR is harmless; of a bound one revokes its key.
     t.unbind_rmr(RmrId(7));
     let k = t
-        .bind_rmr_va(
-            RmrId(8),
-            PZ,
-            lmr.lmr_context,
-            &trip(0, 4, 0),
-            MemPriv::REMOTE_READ,
-            VaType::ZeroBased,
-        )
+        .bind_rmr(&zero_based_read(RmrId(8), lmr.lmr_context, trip(0, 4, 0)))
         .unwrap();
     assert!(t.remote(PZ, k, 0, 1, MemPriv::REMOTE_READ).is_ok());
     t.unbind_rmr(RmrId(8));
@@ -290,13 +279,15 @@ fn rmr_bind_errors_leave_the_existing_binding() {
         .register(LmrId(4), OTHER_PZ, buf64(), RW, VaType::ZeroBased)
         .unwrap();
     let k = t
-        .bind_rmr_va(
-            RmrId(1),
-            PZ,
-            rw.lmr_context,
-            &trip(0, 8, 0),
-            MemPriv::REMOTE_READ,
-            VaType::ZeroBased,
+        .bind_rmr(
+            &WindowBind::new(
+                RmrId(1),
+                PZ,
+                rw.lmr_context,
+                trip(0, 8, 0),
+                MemPriv::REMOTE_READ,
+            )
+            .with_va_type(VaType::ZeroBased),
         )
         .unwrap();
     let rr = MemPriv::REMOTE_READ;
@@ -342,7 +333,7 @@ fn rmr_bind_errors_leave_the_existing_binding() {
     ];
     for (lmr_context, tr, privs, want) in cases {
         assert_eq!(
-            t.bind_rmr(RmrId(1), PZ, lmr_context, &tr, privs),
+            t.bind_rmr(&WindowBind::new(RmrId(1), PZ, lmr_context, tr, privs)),
             Err(want),
             "{tr:?} {privs:?}"
         );
@@ -357,17 +348,23 @@ fn rmr_bind_errors_leave_the_existing_binding() {
     );
     // Matching privileges succeed.
     assert!(
-        t.bind_rmr(RmrId(2), PZ, ro.lmr_context, &trip(0, 8, 0), rr)
-            .is_ok()
+        t.bind_rmr(&WindowBind::new(
+            RmrId(2),
+            PZ,
+            ro.lmr_context,
+            trip(0, 8, 0),
+            rr
+        ))
+        .is_ok()
     );
     assert!(
-        t.bind_rmr(
+        t.bind_rmr(&WindowBind::new(
             RmrId(3),
             PZ,
             wo.lmr_context,
-            &trip(0, 8, 0),
+            trip(0, 8, 0),
             MemPriv::REMOTE_WRITE
-        )
+        ))
         .is_ok()
     );
 }
@@ -417,42 +414,26 @@ fn windows_with_transport_keys() {
         .unwrap();
     let (rmr, lc, start) = (RmrId(7), lmr.lmr_context, lmr.start);
     let win = trip(start + 8, 16, lc);
+    let bind = WindowBind::new(rmr, PZ, lc, win, MemPriv::REMOTE_WRITE);
     // Validation alone changes nothing; a zero length is an unbind.
-    let w = t
-        .check_bind(rmr, PZ, lc, &win, MemPriv::REMOTE_WRITE, VaType::Va)
-        .unwrap()
-        .unwrap();
+    let w = t.check_bind(&bind).unwrap().unwrap();
     assert_eq!((w.start, w.len), (start + 8, 16));
     assert_eq!(t.bound_rmrs(), 0);
-    assert!(
-        t.check_bind(
-            rmr,
-            PZ,
-            lc,
-            &trip(start, 0, lc),
-            MemPriv::REMOTE_WRITE,
-            VaType::Va
-        )
-        .unwrap()
-        .is_none()
-    );
+    let unbind = WindowBind {
+        range: trip(start, 0, lc),
+        ..bind
+    };
+    assert!(t.check_bind(&unbind).unwrap().is_none());
+    let other_pz = WindowBind {
+        pz: OTHER_PZ,
+        ..bind
+    };
     assert_eq!(
-        t.check_bind(rmr, OTHER_PZ, lc, &win, MemPriv::REMOTE_WRITE, VaType::Va)
-            .unwrap_err(),
+        t.check_bind(&other_pz).unwrap_err(),
         DatError::invalid_arg(4)
     );
     // The transport's key is the window's key, and only inside the window.
-    let k = t
-        .bind_rmr_keyed(
-            rmr,
-            PZ,
-            lc,
-            &win,
-            MemPriv::REMOTE_WRITE,
-            VaType::Va,
-            Some(0xABC0_0101),
-        )
-        .unwrap();
+    let k = t.bind_rmr_keyed(&bind, Some(0xABC0_0101)).unwrap();
     assert_eq!(k, 0xABC0_0101);
     assert!(
         t.remote(PZ, k, start + 8, 16, MemPriv::REMOTE_WRITE)
@@ -460,32 +441,15 @@ fn windows_with_transport_keys() {
     );
     assert!(t.remote(PZ, k, start, 8, MemPriv::REMOTE_WRITE).is_err());
     // A key in use elsewhere is refused; rebinding with the same key is allowed.
+    let other_rmr = WindowBind {
+        rmr: RmrId(8),
+        ..bind
+    };
     assert_eq!(
-        t.bind_rmr_keyed(
-            RmrId(8),
-            PZ,
-            lc,
-            &win,
-            MemPriv::REMOTE_WRITE,
-            VaType::Va,
-            Some(k)
-        )
-        .unwrap_err()
-        .kind(),
+        t.bind_rmr_keyed(&other_rmr, Some(k)).unwrap_err().kind(),
         crate::error::ErrorType::InternalError
     );
-    assert_eq!(
-        t.bind_rmr_keyed(
-            rmr,
-            PZ,
-            lc,
-            &win,
-            MemPriv::REMOTE_WRITE,
-            VaType::Va,
-            Some(k)
-        ),
-        Ok(k)
-    );
+    assert_eq!(t.bind_rmr_keyed(&bind, Some(k)), Ok(k));
     t.unbind_rmr(rmr);
     assert!(
         t.remote(PZ, k, start + 8, 16, MemPriv::REMOTE_WRITE)
