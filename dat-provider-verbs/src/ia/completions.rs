@@ -54,12 +54,11 @@ impl Shared {
     /// delivers them. With `wait` false a CQ another thread is polling is skipped.
     pub fn poll_cq(&self, slot: &CqSlot, wait: bool) -> bool {
         let _g = if wait {
-            lock(&slot.poll)
+            slot.poll.lock()
         } else {
             match slot.poll.try_lock() {
-                Ok(g) => g,
-                Err(std::sync::TryLockError::Poisoned(p)) => p.into_inner(),
-                Err(std::sync::TryLockError::WouldBlock) => return false,
+                Some(g) => g,
+                None => return false,
             }
         };
         let mut room = wc_room::<POLL_BATCH>();
