@@ -23,6 +23,8 @@ use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError, RwLock};
 
+use dat_core::flag_lock::FlagLock;
+
 use dat_core::idmap::IdMap;
 use dat_core::provider::{IaUpcalls, SpUpcalls};
 use dat_core::types::{ConnQual, CrId, EpId, EvdId, PzId, SpId, SrqId};
@@ -103,57 +105,12 @@ pub const RESOLVE_LIMIT: std::time::Duration = std::time::Duration::from_millis(
 pub struct CqSlot {
     /// The CQ.
     pub cq: Arc<Cq>,
-    poll: PollLock,
-}
-
-/// The lock of a CQ's pollers: one poller at a time takes a batch off the CQ and delivers
-/// it, so that the completions of a CQ reach the facade in the order the CQ gave them.
-///
-/// A flag rather than a `Mutex<()>`: a busy poll takes it on every look at an empty CQ,
-/// where a mutex's poison bookkeeping and wake check on release cost about 28 instructions
-/// per look (callgrind, `datperf client` on rxe). Nothing sleeps on it: a poller that must
-/// have it ([`PollLock::lock`]: a waiter about to sleep, a terminal fact's drain) yields
-/// until the holder's batch is delivered. The guard releases it on unwinding too (a mutex
-/// would be poisoned, which the pollers ignored).
-pub(crate) struct PollLock(AtomicBool);
-
-/// Holds a [`PollLock`]; releases it on drop.
-pub(crate) struct PollGuard<'a>(&'a AtomicBool);
-
-impl Drop for PollGuard<'_> {
-    fn drop(&mut self) {
-        self.0.store(false, Ordering::Release);
-    }
-}
-
-impl PollLock {
-    const fn new() -> PollLock {
-        PollLock(AtomicBool::new(false))
-    }
-
-    /// The lock if no other poller has it.
-    #[inline]
-    pub(crate) fn try_lock(&self) -> Option<PollGuard<'_>> {
-        // The guard is made only once the flag is ours: a guard made and dropped on failure
-        // would release another poller's lock.
-        match self
-            .0
-            .compare_exchange(false, true, Ordering::Acquire, Ordering::Relaxed)
-        {
-            Ok(_) => Some(PollGuard(&self.0)),
-            Err(_) => None,
-        }
-    }
-
-    /// The lock, once the poller holding it has delivered its batch.
-    pub(crate) fn lock(&self) -> PollGuard<'_> {
-        loop {
-            if let Some(g) = self.try_lock() {
-                return g;
-            }
-            std::thread::yield_now();
-        }
-    }
+    /// The lock of the CQ's pollers: one poller at a time takes a batch off the CQ and
+    /// delivers it, so that the completions reach the facade in the order the CQ gave them.
+    /// A [`FlagLock`] rather than a `Mutex<()>`: a busy poll takes it on every look at an
+    /// empty CQ. A poller that must have it (a waiter about to sleep, a terminal fact's
+    /// drain) waits until the holder's batch is delivered.
+    poll: FlagLock<()>,
 }
 
 /// An SRQ and the receives posted to it.
@@ -339,7 +296,7 @@ impl Shared {
         let tag = tag_of(self.next_tag.fetch_add(1, Ordering::Relaxed));
         let slot = Arc::new(CqSlot {
             cq: Arc::new(Cq::new(&self.ctx, &self.comp, cqe, tag)?),
-            poll: PollLock::new(),
+            poll: FlagLock::new(()),
         });
         if let Some(evd) = evd {
             write(&self.cqs).insert(evd, slot.clone());
@@ -377,7 +334,7 @@ impl Shared {
         let tag = tag_of(self.next_tag.fetch_add(1, Ordering::Relaxed));
         let slot = Arc::new(CqSlot {
             cq: Arc::new(Cq::new(&self.ctx, &self.comp, 256, tag)?),
-            poll: PollLock::new(),
+            poll: FlagLock::new(()),
         });
         *n = Some(slot.clone());
         drop(n);
@@ -545,23 +502,5 @@ impl Shared {
         let p = lock(&self.crs).remove(&cr)?;
         self.disown(p.cm.key());
         Some(p)
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::PollLock;
-
-    #[test]
-    fn a_failed_try_lock_leaves_the_holder_its_lock() {
-        let l = PollLock::new();
-        let held = l.try_lock().expect("free");
-        assert!(l.try_lock().is_none(), "held by the first guard");
-        assert!(l.try_lock().is_none(), "a failed try must not release it");
-        drop(held);
-        let again = l.try_lock().expect("released by its guard");
-        drop(again);
-        drop(l.lock());
-        assert!(l.try_lock().is_some());
     }
 }
