@@ -99,7 +99,7 @@ datperf)
         'dat::ep_post::<impl dat::ep::Ep>::post_rdma_write'
         'VerbsIa as dat_core::provider::Transport>::post'
         'VerbsIa as dat_core::provider::Transport>::progress'
-        'dat_provider_verbs::ia::Shared::poll_cq')
+        'Shared>::poll_cq' 'dat_provider_verbs::ia::Shared::poll_cq')
     ;;
 *) usage ;;
 esac

@@ -20,6 +20,7 @@ pub mod config;
 pub mod defaults;
 pub mod ep;
 pub mod evd;
+pub mod flag_lock;
 pub mod idmap;
 pub mod mem;
 pub mod provider;

@@ -1,7 +1,8 @@
 //! One open shm IA: the [`Transport`] implementation, its state, and the provider thread that
 //! serves connection management and target-side RDMA while the application sleeps.
 //!
-//! Locking: one state lock per IA (`state_lock`: no poisoning, no futex; waiters spin, yield, nap).
+//! Locking: one state lock per IA (`dat_core::flag_lock::FlagLock`: no poisoning, no futex;
+//! waiters spin, yield, nap).
 //! Upcalls are collected while the state is held and made
 //! after it is released, in the order of the tickets their batches took under the lock
 //! (`turns`), so completions of one endpoint reach the core in the order they were produced
@@ -37,13 +38,12 @@ use crate::rendezvous::{self, ListenError, Listener};
 use crate::ring::{self, Segment};
 use crate::sys::{self, Epoll, Mapping};
 use crate::wire::{self, Packet};
-use state_lock::{StateGuard, StateLock};
+use dat_core::flag_lock::{FlagGuard, FlagLock};
 
 mod active;
 mod close;
 mod eps;
 mod slab;
-mod state_lock;
 mod transport;
 mod turns;
 
@@ -190,7 +190,7 @@ pub(crate) struct Shared {
     params: Params,
     cma_mode: bool,
     mem: SharedMemTable,
-    state: StateLock<State>,
+    state: FlagLock<State>,
     /// Whose turn it is to make upcalls (see `turns`).
     turns: Turns,
     epoll: Epoll,
@@ -219,7 +219,7 @@ pub(crate) struct Shared {
 
 /// The state, locked for a call that may make upcalls (see [`Shared::enter`]).
 struct Guard<'a> {
-    st: StateGuard<'a, State>,
+    st: FlagGuard<'a, State>,
 }
 
 impl std::ops::Deref for Guard<'_> {
@@ -274,7 +274,7 @@ impl ShmIa {
             params,
             cma_mode,
             mem,
-            state: StateLock::new(State::default()),
+            state: FlagLock::new(State::default()),
             turns: Turns::default(),
             epoll,
             wake,

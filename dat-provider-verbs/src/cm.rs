@@ -20,6 +20,7 @@ use std::io;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::ptr::NonNull;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 use rdma_sys as sys;
 
@@ -101,14 +102,25 @@ unsafe impl Send for EventChannel {}
 unsafe impl Sync for EventChannel {}
 
 /// What the provider needs of one CM event, copied out before the event is acknowledged.
+///
+/// An event names its id by [`CmId::key`], read from the live id before the event is
+/// acknowledged, never by the id's address: once acknowledged, the id may be destroyed by
+/// another thread before the event is handled, and the next id created may get the same
+/// address; an event of the old id must not be taken for the new one (a DISCONNECTED of a
+/// freed endpoint's id once ended the next connection while it resolved its address: its
+/// request was never sent).
 #[derive(Debug)]
 pub struct CmEvent {
     /// `rdma_cm_event_type`.
     pub kind: u32,
-    /// The id the event is about (a new id for CONNECT_REQUEST).
+    /// The id the event is about (a new id for CONNECT_REQUEST, to adopt).
     pub id: *mut sys::rdma_cm_id,
-    /// The listening id of a CONNECT_REQUEST.
-    pub listen_id: *mut sys::rdma_cm_id,
+    /// The key of the id the event is about ([`CmId::key`]; for CONNECT_REQUEST the
+    /// listener's, which the new id inherits until it is adopted).
+    pub key: usize,
+    /// The key of the listening id of a CONNECT_REQUEST (0 for other events, whose
+    /// `listen_id` is not looked at).
+    pub listen_key: usize,
     /// `status` (the reject reason of REJECTED, an errno for errors).
     pub status: i32,
     /// The raw (framed) private data.
@@ -151,7 +163,8 @@ impl EventChannel {
         }
         // SAFETY: `ev` is a live event until rdma_ack_cm_event below; the connection
         // parameters are the active union member for the connected port space we use, and
-        // the private data pointer is valid for `private_data_len` bytes (or NULL).
+        // the private data pointer is valid for `private_data_len` bytes (or NULL); the ids it
+        // names are live until it is acknowledged (`key_of`).
         let out = unsafe {
             let e = &*ev;
             let conn = &e.param.conn;
@@ -167,7 +180,12 @@ impl EventChannel {
             CmEvent {
                 kind: e.event,
                 id: e.id,
-                listen_id: e.listen_id,
+                key: key_of(e.id),
+                listen_key: if e.event == sys::rdma_cm_event_type::RDMA_CM_EVENT_CONNECT_REQUEST {
+                    key_of(e.listen_id)
+                } else {
+                    0
+                },
                 status: e.status,
                 private_data: pdata,
                 initiator_depth: conn.initiator_depth,
@@ -178,6 +196,26 @@ impl EventChannel {
         unsafe { sys::rdma_ack_cm_event(ev) };
         Some(out)
     }
+}
+
+/// The key an id carries in its `context` ([`CmId::key`]); 0 for a null id.
+///
+/// # Safety
+/// `id` is null or a live id (an id named by an event that is not yet acknowledged is live).
+unsafe fn key_of(id: *mut sys::rdma_cm_id) -> usize {
+    if id.is_null() {
+        0
+    } else {
+        // SAFETY: live (the caller's contract); `context` is a plain field.
+        unsafe { (*id).context as usize }
+    }
+}
+
+/// The next [`CmId::key`]: keys are never reused in a process (0 is none).
+static NEXT_KEY: AtomicUsize = AtomicUsize::new(1);
+
+fn next_key() -> usize {
+    NEXT_KEY.fetch_add(1, Ordering::Relaxed)
 }
 
 impl Drop for EventChannel {
@@ -216,6 +254,8 @@ pub struct QpCaps {
 #[derive(Debug)]
 pub struct CmId {
     id: NonNull<sys::rdma_cm_id>,
+    /// Unique in the process, also in the id's `context` (see [`CmEvent`]).
+    key: usize,
     qp: Option<QpRes>,
     _channel: Arc<EventChannel>,
 }
@@ -301,39 +341,51 @@ impl CmId {
     /// The errno of `rdma_create_id`.
     pub fn new(channel: &Arc<EventChannel>) -> io::Result<CmId> {
         let mut id: *mut sys::rdma_cm_id = std::ptr::null_mut();
+        let key = next_key();
         // SAFETY: the channel is live; `id` receives the new id, owned by the CmId below and
-        // destroyed in its Drop.
+        // destroyed in its Drop; the context is a number, never dereferenced.
         check(unsafe {
             sys::rdma_create_id(
                 channel.ch.as_ptr(),
                 &mut id,
-                std::ptr::null_mut(),
+                key as *mut libc::c_void,
                 sys::rdma_port_space::RDMA_PS_TCP,
             )
         })?;
         let id = NonNull::new(id).ok_or_else(|| io::Error::from_raw_os_error(libc::ENOMEM))?;
         Ok(CmId {
             id,
+            key,
             qp: None,
             _channel: channel.clone(),
         })
     }
 
-    /// Takes ownership of the new id of a CONNECT_REQUEST on `channel`.
+    /// Takes ownership of the new id of a CONNECT_REQUEST on `channel` and gives it a key of
+    /// its own (it carried its listener's).
     ///
     /// # Safety
-    /// `id` must be the id of a CONNECT_REQUEST event of `channel`, not owned elsewhere.
+    /// `id` must be the id of a CONNECT_REQUEST event of `channel`, not owned elsewhere, and
+    /// the caller the thread that reads the channel's events (the new key is in place before
+    /// an event of the id is read).
     pub unsafe fn adopt(id: *mut sys::rdma_cm_id, channel: &Arc<EventChannel>) -> Option<CmId> {
+        let id = NonNull::new(id)?;
+        let key = next_key();
+        // SAFETY: the id is live and ours (the caller's contract); `context` is the
+        // application's field, which librdmacm only copies.
+        unsafe { (*id.as_ptr()).context = key as *mut libc::c_void };
         Some(CmId {
-            id: NonNull::new(id)?,
+            id,
+            key,
             qp: None,
             _channel: channel.clone(),
         })
     }
 
-    /// The raw id, as a key of the owner map.
+    /// The id's key in the owner map and in its events ([`CmEvent::key`]): unique in the
+    /// process for its whole life, unlike the id's address, which a later id may get.
     pub fn key(&self) -> usize {
-        self.id.as_ptr() as usize
+        self.key
     }
 
     /// `rdma_bind_addr`.
@@ -644,6 +696,55 @@ mod tests {
         assert_eq!(unframe_req(&[QUAL_FOLLOWS | 1, 9, 1, 2]).1, None);
         assert!(is_no_listener(&[NO_LISTENER, 0, 0]));
         assert!(!is_no_listener(&frame(b"")));
+    }
+
+    /// The next event of `ch`, waiting at most 10 s.
+    fn next_event(ch: &EventChannel) -> CmEvent {
+        let end = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        loop {
+            if let Some(e) = ch.next() {
+                return e;
+            }
+            assert!(std::time::Instant::now() < end, "no CM event within 10 s");
+            let mut fd = libc::pollfd {
+                fd: ch.fd(),
+                events: libc::POLLIN,
+                revents: 0,
+            };
+            // SAFETY: one live pollfd for the call.
+            unsafe { libc::poll(&mut fd, 1, 100) };
+        }
+    }
+
+    /// An id destroyed and the next one made usually share an address (the allocator reuses
+    /// it): their keys differ, and an event names its id by key, so an event of the old id
+    /// read before its destruction is never taken for the new one. Needs rdma_cm and a
+    /// device with an address (`RXE_IP` in the rxe VM); skipped elsewhere.
+    #[test]
+    fn an_id_made_after_another_is_destroyed_has_a_key_of_its_own() {
+        let (Ok(ch), Some(ip)) = (
+            EventChannel::new(),
+            std::env::var("RXE_IP")
+                .ok()
+                .and_then(|a| a.parse::<IpAddr>().ok()),
+        ) else {
+            // No rdma_cm device here (the development machines and CI): nothing to test.
+            return;
+        };
+        let ch = Arc::new(ch);
+        let mut keys = std::collections::HashSet::new();
+        for _ in 0..8 {
+            let id = CmId::new(&ch).expect("rdma_create_id");
+            assert!(keys.insert(id.key()), "key {} given twice", id.key());
+            id.resolve_addr(SocketAddr::new(ip, 1), 2000)
+                .expect("rdma_resolve_addr");
+            let e = next_event(&ch);
+            assert_eq!(e.kind, sys::rdma_cm_event_type::RDMA_CM_EVENT_ADDR_RESOLVED);
+            assert_eq!(e.key, id.key(), "the event names its id by key");
+            assert_eq!(e.listen_key, 0);
+        }
+        // Keyed by address, this failed in the rxe VM: the allocator had handed one of the
+        // eight ids its predecessor's address.
     }
 
     #[test]

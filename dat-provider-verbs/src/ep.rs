@@ -44,7 +44,7 @@ pub const WR_MARK: u64 = 1 << 60;
 
 /// At most `SIGNAL_EVERY - 1` requests in a row go unsignalled; the QP's send queue is
 /// `max_request_dtos + SIGNAL_EVERY` deep (device limits permitting, see
-/// [`EpSt::unsignalled_limit`]).
+/// [`SignalRun::for_queue`]).
 pub const SIGNAL_EVERY: u32 = 8;
 
 /// Where an endpoint is in its connection's life, as the provider sees it.
@@ -123,6 +123,9 @@ pub struct EpSt {
     pub srq: Option<Arc<crate::ia::SrqSlot>>,
     /// Memory window binds posted, by `wr_id`, with their status once complete.
     pub binds: std::collections::HashMap<u64, Option<DtoStatus>>,
+    /// A terminal fact's flushes are being delivered (`ia::Shared::fail_ep`): a post then
+    /// joins them (kept, not given to the QP) so that its flush comes after theirs.
+    pub flushing: bool,
 }
 
 /// One endpoint.
@@ -158,6 +161,7 @@ impl Ep {
                 cqs: Vec::new(),
                 srq: None,
                 binds: std::collections::HashMap::new(),
+                flushing: false,
             }),
         }
     }
@@ -240,19 +244,30 @@ impl EpSt {
     }
 }
 
-/// Scatter/gather entries of a request's segments (zero-length segments are left out: some
-/// devices read a zero length as 2 GiB).
-fn sges(wr: &WorkRequest) -> smallvec::SmallVec<[sys::ibv_sge; 4]> {
-    wr.segs
-        .iter()
-        .filter(|s| s.len > 0)
-        .map(|s| sys::ibv_sge {
-            // The segment lies inside its registered buffer (the core resolved it).
-            addr: s.buf.as_ptr() as u64 + s.offset as u64,
-            length: u32::try_from(s.len).unwrap_or(u32::MAX),
-            lkey: s.lkey,
-        })
-        .collect()
+/// The scatter/gather entry of one segment.
+#[inline]
+fn sge(s: &dat_core::mem::Segment) -> sys::ibv_sge {
+    sys::ibv_sge {
+        // The segment lies inside its registered buffer (the core resolved it).
+        addr: s.buf.as_ptr() as u64 + s.offset as u64,
+        length: u32::try_from(s.len).unwrap_or(u32::MAX),
+        lkey: s.lkey,
+    }
+}
+
+/// Calls `f` with the scatter/gather list of a request's segments (zero-length segments are
+/// left out: some devices read a zero length as 2 GiB), its entry count and the request's
+/// total length. One segment, the usual post, takes one entry on the stack and no collection.
+#[inline(always)]
+fn with_sges<R>(wr: &WorkRequest, f: impl FnOnce(*mut sys::ibv_sge, i32, u64) -> R) -> R {
+    if let [s] = wr.segs.as_slice() {
+        let mut one = sge(s);
+        return f(&mut one, i32::from(s.len > 0), s.len_u64());
+    }
+    let mut list: smallvec::SmallVec<[sys::ibv_sge; 4]> =
+        wr.segs.iter().filter(|s| s.len > 0).map(sge).collect();
+    let n = i32::try_from(list.len()).unwrap_or(i32::MAX);
+    f(list.as_mut_ptr(), n, dat_core::mem::total_len(&wr.segs))
 }
 
 /// Posts a receive to `qp` (or, with `srq`, to the SRQ).
@@ -265,23 +280,24 @@ pub fn post_recv(
     wr_id: u64,
     wr: &WorkRequest,
 ) -> io::Result<()> {
-    let mut list = sges(wr);
-    // SAFETY: plain data; all-zero is valid.
-    let mut r: sys::ibv_recv_wr = unsafe { std::mem::zeroed() };
-    r.wr_id = wr_id;
-    r.sg_list = list.as_mut_ptr();
-    r.num_sge = i32::try_from(list.len()).unwrap_or(i32::MAX);
-    let mut bad: *mut sys::ibv_recv_wr = std::ptr::null_mut();
-    // SAFETY: the QP (or SRQ) is live (its owner's lock is held); the work request and its
-    // scatter list are valid for the call (the provider copies them); the memory they name is
-    // registered and kept alive by `wr` until the completion.
-    let rc = unsafe {
-        match srq {
-            Some(srq) => sys::ibv_post_srq_recv(srq, &mut r, &mut bad),
-            None => sys::ibv_post_recv(qp, &mut r, &mut bad),
-        }
-    };
-    crate::device::errno_result(rc)
+    with_sges(wr, |list, n, _| {
+        // SAFETY: plain data; all-zero is valid.
+        let mut r: sys::ibv_recv_wr = unsafe { std::mem::zeroed() };
+        r.wr_id = wr_id;
+        r.sg_list = list;
+        r.num_sge = n;
+        let mut bad: *mut sys::ibv_recv_wr = std::ptr::null_mut();
+        // SAFETY: the QP (or SRQ) is live (its owner's lock is held); the work request and its
+        // scatter list are valid for the call (the provider copies them); the memory they name is
+        // registered and kept alive by `wr` until the completion.
+        let rc = unsafe {
+            match srq {
+                Some(srq) => sys::ibv_post_srq_recv(srq, &mut r, &mut bad),
+                None => sys::ibv_post_recv(qp, &mut r, &mut bad),
+            }
+        };
+        crate::device::errno_result(rc)
+    })
 }
 
 /// Posts a send, RDMA write or RDMA read to `qp`, with `IBV_SEND_SIGNALED` if `signal`.
@@ -294,39 +310,39 @@ pub fn post_send(
     wr: &WorkRequest,
     (max_inline, signal): (u32, bool),
 ) -> io::Result<()> {
-    let mut list = sges(wr);
-    let len = wr.len();
-    let inline = len > 0
-        && len <= u64::from(max_inline)
-        && matches!(wr.op, PostOp::Send | PostOp::RdmaWrite(_));
-    // SAFETY: plain data; all-zero is valid.
-    let mut s: sys::ibv_send_wr = unsafe { std::mem::zeroed() };
-    s.wr_id = wr_id;
-    s.sg_list = list.as_mut_ptr();
-    s.num_sge = i32::try_from(list.len()).unwrap_or(i32::MAX);
-    s.send_flags = send_flags(wr.flags, signal, inline);
-    use sys::ibv_wr_opcode as op;
-    match wr.op {
-        PostOp::Send => s.opcode = op::IBV_WR_SEND,
-        PostOp::RdmaWrite(t) | PostOp::RdmaRead(t) => {
-            s.opcode = if matches!(wr.op, PostOp::RdmaWrite(_)) {
-                op::IBV_WR_RDMA_WRITE
-            } else {
-                op::IBV_WR_RDMA_READ
-            };
-            s.wr.rdma = sys::rdma_t {
-                remote_addr: t.virtual_address,
-                rkey: t.rmr_context,
-            };
+    with_sges(wr, |list, n, len| {
+        let inline = len > 0
+            && len <= u64::from(max_inline)
+            && matches!(wr.op, PostOp::Send | PostOp::RdmaWrite(_));
+        // SAFETY: plain data; all-zero is valid.
+        let mut s: sys::ibv_send_wr = unsafe { std::mem::zeroed() };
+        s.wr_id = wr_id;
+        s.sg_list = list;
+        s.num_sge = n;
+        s.send_flags = send_flags(wr.flags, signal, inline);
+        use sys::ibv_wr_opcode as op;
+        match wr.op {
+            PostOp::Send => s.opcode = op::IBV_WR_SEND,
+            PostOp::RdmaWrite(t) | PostOp::RdmaRead(t) => {
+                s.opcode = if matches!(wr.op, PostOp::RdmaWrite(_)) {
+                    op::IBV_WR_RDMA_WRITE
+                } else {
+                    op::IBV_WR_RDMA_READ
+                };
+                s.wr.rdma = sys::rdma_t {
+                    remote_addr: t.virtual_address,
+                    rkey: t.rmr_context,
+                };
+            }
+            PostOp::Recv => return Err(io::Error::from_raw_os_error(libc::EINVAL)),
         }
-        PostOp::Recv => return Err(io::Error::from_raw_os_error(libc::EINVAL)),
-    }
-    let mut bad: *mut sys::ibv_send_wr = std::ptr::null_mut();
-    // SAFETY: the QP is live (its owner's lock is held); the work request and its gather
-    // list are valid for the call; the memory named is registered and kept alive by `wr`
-    // until the completion (inline data is copied during the call).
-    let rc = unsafe { sys::ibv_post_send(qp, &mut s, &mut bad) };
-    crate::device::errno_result(rc)
+        let mut bad: *mut sys::ibv_send_wr = std::ptr::null_mut();
+        // SAFETY: the QP is live (its owner's lock is held); the work request and its gather
+        // list are valid for the call; the memory named is registered and kept alive by `wr`
+        // until the completion (inline data is copied during the call).
+        let rc = unsafe { sys::ibv_post_send(qp, &mut s, &mut bad) };
+        crate::device::errno_result(rc)
+    })
 }
 
 /// Posts a signalled zero-length RDMA write (`wr_id` with [`WR_MARK`]): its completion retires

@@ -5,36 +5,42 @@
 //! event channel (every `rdma_cm_id` of the IA is on it), the IA's completion channel (every
 //! CQ of the IA is on it), an eventfd that wakes it for a new deadline or at close, and the
 //! device's async event descriptor (see `device_events`). It handles CM and device events,
-//! fires deadlines, and delivers completions while no application thread does. Application threads poll CQs themselves in [`Shared::progress`] (no system call:
-//! `ibv_poll_cq` runs in user space) and sleep in [`Shared::block`] on the completion channel;
-//! while they poll, the event thread leaves the CQs unarmed (see `events`).
+//! fires deadlines, and delivers completions while no application thread does. Application
+//! threads poll CQs themselves in [`Shared::progress`] (no system call: `ibv_poll_cq` runs in
+//! user space; `completions`) and sleep in [`Shared::block`] on the completion channel;
+//! while they poll, the event thread leaves the CQs unarmed (see `events` and `wait`).
 //!
 //! # Locks
 //! Order: a CQ's lock, then an endpoint's lock. Completions are delivered holding their CQ's
 //! lock (so they stay in CQ order whoever polls) but never an endpoint's lock; connection
-//! facts are delivered with no lock held. No upcall calls back into the transport.
+//! facts are delivered with no lock held. No upcall calls back into the transport. The
+//! endpoint map's read lock comes before an endpoint's lock (a post holds it for the post,
+//! the event thread while it looks at deadlines); its write lock is taken with no endpoint's
+//! lock held.
 
 use std::net::IpAddr;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError, RwLock};
-use std::time::Instant;
+
+use dat_core::flag_lock::FlagLock;
 
 use dat_core::idmap::IdMap;
-use dat_core::provider::{CmFact, Completion, IaUpcalls, SpUpcalls};
-use dat_core::types::{ConnQual, CrId, DtoStatus, EpId, EvdId, PzId, SpId, SrqId};
-use rdma_sys as sys;
+use dat_core::provider::{IaUpcalls, SpUpcalls};
+use dat_core::types::{ConnQual, CrId, EpId, EvdId, PzId, SpId, SrqId};
 
 use crate::cm::{CmId, ConnParams, EventChannel, QpCaps};
 use crate::device::{Context, Pd};
-use crate::ep::{
-    Ep, EpSt, Phase, SIGNAL_EVERY, SignalRun, WR_BIND, WR_MARK, WR_RECV, WR_SRQ, post_recv,
-};
+use crate::ep::{Ep, EpSt, Phase, SIGNAL_EVERY, SignalRun, WR_RECV, post_recv};
 use crate::params::VerbsParams;
-use crate::verbs::{CompChannel, Cq, Mr, Mw, Srq, dto_status, wc_room};
+use crate::verbs::{CompChannel, Cq, Mr, Mw, Srq};
 
+mod completions;
 mod device_events;
 mod events;
+mod wait;
+
+pub(crate) use wait::drain_eventfd;
 
 pub(crate) use device_events::{attach, unwatch};
 
@@ -87,22 +93,6 @@ fn signal_raw(fd: RawFd) {
     let _ = unsafe { libc::write(fd, (&one as *const u64).cast(), 8) };
 }
 
-/// The longest a waiter sleeps in [`Shared::block`] before it looks at its queue again (a
-/// safety net for an unblock that came before it registered).
-pub const BLOCK_CAP: std::time::Duration = std::time::Duration::from_millis(20);
-
-thread_local! {
-    /// The eventfd this thread sleeps on in [`Shared::block`] (`None` if it could not be made:
-    /// the thread then sleeps at most [`BLOCK_CAP`] at a time).
-    static WAITER_FD: Option<OwnedFd> = eventfd().ok();
-}
-
-pub(crate) fn drain_eventfd(fd: &OwnedFd) {
-    let mut v: u64 = 0;
-    // SAFETY: reads 8 bytes into a live u64 from our non-blocking eventfd.
-    let _ = unsafe { libc::read(fd.as_raw_fd(), (&mut v as *mut u64).cast(), 8) };
-}
-
 /// How long a graceful disconnect waits for the sends outstanding (a send the peer has no
 /// receive for waits forever at RNR retry count 7) before it disconnects anyway.
 pub const GRACEFUL_LIMIT: std::time::Duration = std::time::Duration::from_secs(4);
@@ -111,14 +101,16 @@ pub const GRACEFUL_LIMIT: std::time::Duration = std::time::Duration::from_secs(4
 /// peer unreachable itself (rdma_cm does not always report an address it has no route to).
 pub const RESOLVE_LIMIT: std::time::Duration = std::time::Duration::from_millis(3 * 2000);
 
-/// One poll of an EVD in this many looks at every CQ of the IA ([`Shared::progress_evd`]).
-pub const OTHERS_EVERY: u32 = 8;
-
 /// A CQ and the lock its pollers take.
 pub struct CqSlot {
     /// The CQ.
     pub cq: Arc<Cq>,
-    poll: Mutex<()>,
+    /// The lock of the CQ's pollers: one poller at a time takes a batch off the CQ and
+    /// delivers it, so that the completions reach the facade in the order the CQ gave them.
+    /// A [`FlagLock`] rather than a `Mutex<()>`: a busy poll takes it on every look at an
+    /// empty CQ. A poller that must have it (a waiter about to sleep, a terminal fact's
+    /// drain) waits until the holder's batch is delivered.
+    poll: FlagLock<()>,
 }
 
 /// An SRQ and the receives posted to it.
@@ -286,107 +278,6 @@ impl Shared {
         signal(&self.wake);
     }
 
-    /// Ends every [`Shared::block`] in progress (and one about to start).
-    pub fn unblock(&self) {
-        self.unblocks.fetch_add(1, Ordering::AcqRel);
-        for &fd in lock(&self.waiters).iter() {
-            signal_raw(fd);
-        }
-    }
-
-    /// True while an application thread drives the CQs itself: it polled within
-    /// [`APP_IDLE`] of `now`, or it sleeps in [`Shared::block`] (which armed them). Called by
-    /// the event thread only, which keeps in `last_active` when it last saw a poll.
-    pub(crate) fn app_active(&self, now: Instant, last_active: &mut Instant) -> bool {
-        if self.polled.swap(false, Ordering::Relaxed) {
-            *last_active = now;
-        }
-        self.blocked.load(Ordering::Acquire) > 0
-            || now.saturating_duration_since(*last_active) < APP_IDLE
-    }
-
-    /// Whether the event thread's CQs are armed.
-    pub(crate) fn armed(&self) -> &AtomicBool {
-        &self.armed
-    }
-
-    /// Arms every CQ (`ibv_req_notify_cq`); the caller drains them after.
-    pub(crate) fn arm_all(&self) {
-        let list = read(&self.snapshot).clone();
-        for slot in list.iter() {
-            if let Err(e) = slot.cq.arm() {
-                tracing::warn!(ia = %self.name, error = %e, "ibv_req_notify_cq failed");
-            }
-        }
-    }
-
-    /// Polls every CQ; with `wait` false a CQ another thread is polling is left to it.
-    pub(crate) fn drain(&self, wait: bool) -> bool {
-        let list = read(&self.snapshot).clone();
-        let mut any = false;
-        for slot in list.iter() {
-            any |= self.poll_cq(slot, wait);
-        }
-        any
-    }
-
-    /// Sleeps on the completion channel for at most `timeout` (the waiter's own arm, so a
-    /// completion wakes it directly), then delivers what has completed.
-    ///
-    /// Each waiting thread sleeps on an eventfd of its own, registered while it sleeps, and
-    /// [`Shared::unblock`] signals every one: waiters on different EVDs of the IA never take
-    /// each other's wake-up. An unblock that comes between the facade's last look at its queue
-    /// and the registration is caught by a counter, and the sleep is capped at
-    /// [`BLOCK_CAP`] in case it came even before that.
-    pub fn block(&self, timeout: std::time::Duration) -> bool {
-        let seen = self.unblocks.load(Ordering::Acquire);
-        let fd = WAITER_FD.with(|f| f.as_ref().map(AsRawFd::as_raw_fd));
-        self.blocked.fetch_add(1, Ordering::AcqRel);
-        if let Some(fd) = fd {
-            lock(&self.waiters).push(fd);
-        }
-        self.arm_all();
-        if !self.drain(true) && self.unblocks.load(Ordering::Acquire) == seen {
-            let ms = timeout.min(BLOCK_CAP).as_millis().saturating_add(1);
-            let ms = i32::try_from(ms).unwrap_or(i32::MAX);
-            let mut fds = [
-                libc::pollfd {
-                    fd: self.comp.fd(),
-                    events: libc::POLLIN,
-                    revents: 0,
-                },
-                libc::pollfd {
-                    // A negative descriptor is ignored by poll(2).
-                    fd: fd.unwrap_or(-1),
-                    events: libc::POLLIN,
-                    revents: 0,
-                },
-            ];
-            // SAFETY: `fds` is a live array of two pollfd for the call.
-            unsafe { libc::poll(fds.as_mut_ptr(), 2, ms) };
-            if fds[1].revents != 0 {
-                WAITER_FD.with(|f| {
-                    if let Some(f) = f {
-                        drain_eventfd(f);
-                    }
-                });
-            }
-            while self.comp.take_event().is_some() {}
-            self.drain(true);
-        }
-        if let Some(fd) = fd {
-            lock(&self.waiters).retain(|&w| w != fd);
-        }
-        self.polled.store(true, Ordering::Relaxed);
-        self.blocked.fetch_sub(1, Ordering::AcqRel);
-        // The channel's events were taken here: the event thread must arm again once the
-        // application goes quiet (unarmed, it looks every APP_IDLE to APP_LOOK_MAX by itself).
-        if self.armed.swap(false, Ordering::AcqRel) {
-            self.wake();
-        }
-        true
-    }
-
     /// A fresh `wr_id` (posting order is key order).
     pub fn next_wr_id(&self) -> u64 {
         self.next_wr.fetch_add(1, Ordering::Relaxed)
@@ -405,7 +296,7 @@ impl Shared {
         let tag = tag_of(self.next_tag.fetch_add(1, Ordering::Relaxed));
         let slot = Arc::new(CqSlot {
             cq: Arc::new(Cq::new(&self.ctx, &self.comp, cqe, tag)?),
-            poll: Mutex::new(()),
+            poll: FlagLock::new(()),
         });
         if let Some(evd) = evd {
             write(&self.cqs).insert(evd, slot.clone());
@@ -443,7 +334,7 @@ impl Shared {
         let tag = tag_of(self.next_tag.fetch_add(1, Ordering::Relaxed));
         let slot = Arc::new(CqSlot {
             cq: Arc::new(Cq::new(&self.ctx, &self.comp, 256, tag)?),
-            poll: Mutex::new(()),
+            poll: FlagLock::new(()),
         });
         *n = Some(slot.clone());
         drop(n);
@@ -548,212 +439,6 @@ impl Shared {
         Some(cm)
     }
 
-    /// Polls every CQ once without blocking; true if anything was delivered.
-    pub fn progress(&self) -> bool {
-        if !self.polled.load(Ordering::Relaxed) {
-            self.polled.store(true, Ordering::Relaxed);
-        }
-        self.drain(false)
-    }
-
-    /// Polls the CQ of `evd` for a poll of that EVD (`dat_evd_dequeue`), and every CQ of the
-    /// IA on one such call in [`OTHERS_EVERY`] (or when `evd` has no CQ): a dequeue does not
-    /// pay for the CQs of the IA's other EVDs (`dapltest -T P` has four), whose completions
-    /// wait for their own EVD's polls, a waiter in [`Shared::block`] (which drains every CQ),
-    /// the event thread, or the next full look; the null CQ (requests whose EVD is not given)
-    /// is drained that way too. True if anything was delivered.
-    pub fn progress_evd(&self, evd: EvdId) -> bool {
-        if !self.polled.load(Ordering::Relaxed) {
-            self.polled.store(true, Ordering::Relaxed);
-        }
-        // A count, not exact under races (a plain load and store, no read-modify-write).
-        let n = self.evd_polls.load(Ordering::Relaxed);
-        self.evd_polls.store(n.wrapping_add(1), Ordering::Relaxed);
-        if !n.is_multiple_of(OTHERS_EVERY)
-            && let Some(slot) = read(&self.cqs).get(&evd).cloned()
-        {
-            return self.poll_cq(&slot, false);
-        }
-        self.drain(false)
-    }
-
-    /// Polls `slot` until it is empty and delivers its completions. With `wait` false a CQ
-    /// another thread is polling is skipped.
-    pub fn poll_cq(&self, slot: &CqSlot, wait: bool) -> bool {
-        let _g = if wait {
-            lock(&slot.poll)
-        } else {
-            match slot.poll.try_lock() {
-                Ok(g) => g,
-                Err(std::sync::TryLockError::Poisoned(p)) => p.into_inner(),
-                Err(std::sync::TryLockError::WouldBlock) => return false,
-            }
-        };
-        let mut room = wc_room::<8>();
-        let mut any = false;
-        loop {
-            let wcs = match slot.cq.poll(&mut room) {
-                Ok(wcs) => wcs,
-                Err(e) => {
-                    tracing::warn!(ia = %self.name, error = %e, "ibv_poll_cq failed");
-                    &[]
-                }
-            };
-            if wcs.is_empty() {
-                return any;
-            }
-            any = true;
-            for wc in wcs {
-                self.handle_wc(wc);
-            }
-        }
-    }
-
-    /// Delivers one work completion (the caller holds the CQ's lock).
-    fn handle_wc(&self, wc: &sys::ibv_wc) {
-        let Some(ep) = read(&self.by_qpn).get(&wc.qp_num).cloned() else {
-            tracing::debug!(qpn = wc.qp_num, "completion of a QP that is gone");
-            return;
-        };
-        let status = dto_status(wc.status);
-        // Room for a completion and the unsignalled requests it retires (at most
-        // `SIGNAL_EVERY - 1`) without a heap allocation.
-        let mut out: smallvec::SmallVec<[Completion; SIGNAL_EVERY as usize]> =
-            smallvec::SmallVec::new();
-        let mut broken = false;
-        let drained = {
-            let mut st = lock(&ep.st);
-            let id = wc.wr_id;
-            if id & WR_SRQ != 0 {
-                let wr = st.srq.as_ref().and_then(|s| lock(&s.wrs).take(id));
-                if let Some(wr) = wr {
-                    out.push(wr.completion(status, wc.byte_len));
-                }
-                broken = !matches!(status, DtoStatus::Success | DtoStatus::Flushed)
-                    && st.phase.is_live();
-            } else {
-                let recv = id & WR_RECV != 0;
-                if !recv {
-                    // An unsignalled request before this one has completed (in order).
-                    st.sends.retire_before(id, |p| {
-                        let n = u32::try_from(p.wr.len()).unwrap_or(u32::MAX);
-                        out.push(p.wr.completion(DtoStatus::Success, n));
-                    });
-                }
-                if id & WR_BIND != 0
-                    && let Some(b) = st.binds.get_mut(&id)
-                {
-                    *b = Some(status);
-                }
-                if id & (WR_BIND | WR_MARK) != 0 {
-                    broken = !matches!(status, DtoStatus::Success | DtoStatus::Flushed)
-                        && st.phase.is_live();
-                } else {
-                    let phase = st.phase;
-                    let q = if recv { &mut st.recvs } else { &mut st.sends };
-                    match q.get_mut(id) {
-                        None => {}
-                        Some(p) if p.reported => {
-                            q.remove(id);
-                        }
-                        Some(p) if status == DtoStatus::Flushed => {
-                            // The QP went to error: report it as broken unless a terminal fact
-                            // is already on its way (which flushes this request with the
-                            // rest). Its own completion has come: a later one must not retire
-                            // it as a success, as it does an unsignalled request without one.
-                            p.signaled = true;
-                            match phase {
-                                Phase::Done => {
-                                    out.push(p.wr.completion(DtoStatus::Flushed, 0));
-                                    q.remove(id);
-                                }
-                                Phase::Closing => {}
-                                _ => broken = true,
-                            }
-                        }
-                        Some(p) => {
-                            let status =
-                                if recv && wc.status == sys::ibv_wc_status::IBV_WC_LOC_QP_OP_ERR {
-                                    // The core validated the scatter list (keys, bounds,
-                                    // privileges), so a receive's WQE cannot be malformed: rxe
-                                    // reports a message longer than the receive this way (its
-                                    // copy_data fails with EINVAL, not ENOSPC), where hardware
-                                    // reports LOC_LEN_ERR.
-                                    DtoStatus::LocalLength
-                                } else {
-                                    status
-                                };
-                            let n = if recv || status != DtoStatus::Success {
-                                wc.byte_len
-                            } else {
-                                u32::try_from(p.wr.len()).unwrap_or(u32::MAX)
-                            };
-                            let n = if status == DtoStatus::Success { n } else { 0 };
-                            out.push(p.wr.completion(status, n));
-                            q.remove(id);
-                            broken = status != DtoStatus::Success && phase.is_live();
-                        }
-                    }
-                }
-            }
-            // A graceful disconnect waiting for the send queue to drain proceeds (decided
-            // under the same lock: one lock per completion).
-            !broken
-                && st.graceful_by.is_some()
-                && st.phase == Phase::Connected
-                && !st.sends_outstanding()
-        };
-        // By reference: moving the vector into an iterator would copy all of it.
-        for c in &out {
-            ep.upcalls.completion(*c);
-        }
-        if drained {
-            self.fail_ep(&ep, CmFact::Disconnected, false, true);
-        }
-        if broken {
-            tracing::debug!(ia = %self.name, ep = ep.id.0, status = wc.status, "work completion error: connection broken");
-            self.fail_ep(&ep, CmFact::Broken, false, true);
-        }
-    }
-
-    /// Reports the terminal fact `fact` of `ep`: moves its QP to error, delivers the
-    /// successful completions already in its CQs (`drain`), reports the fact, then flushes
-    /// everything outstanding in posting order. With `disconnect` the peer is told
-    /// (`rdma_disconnect`). Nothing happens if a terminal fact was reported already.
-    pub fn fail_ep(&self, ep: &Arc<Ep>, fact: CmFact, drain: bool, disconnect: bool) {
-        let cqs = {
-            let mut st = lock(&ep.st);
-            if matches!(st.phase, Phase::Closing | Phase::Done) {
-                return;
-            }
-            st.phase = Phase::Closing;
-            st.deadline = None;
-            st.graceful_by = None;
-            if let Some(cm) = &st.cm {
-                if disconnect {
-                    cm.disconnect();
-                }
-                cm.qp_to_error();
-            }
-            st.cqs.clone()
-        };
-        if drain {
-            for c in &cqs {
-                self.poll_cq(c, true);
-            }
-        }
-        let flushed = {
-            let mut st = lock(&ep.st);
-            st.phase = Phase::Done;
-            st.flush_all()
-        };
-        tracing::debug!(ia = %self.name, ep = ep.id.0, ?fact, flushed = flushed.len(), "connection fact");
-        ep.upcalls.cm(fact);
-        for c in flushed {
-            ep.upcalls.completion(c);
-        }
-    }
-
     /// Stops the thread's loop (the caller joins it).
     pub fn request_stop(&self) {
         self.stop.store(true, Ordering::Release);
@@ -817,11 +502,5 @@ impl Shared {
         let p = lock(&self.crs).remove(&cr)?;
         self.disown(p.cm.key());
         Some(p)
-    }
-
-    /// Completes a request that never reached the hardware as flushed (a post racing a
-    /// terminal fact).
-    pub fn flush_now(ep: &Ep, wr: &dat_core::provider::WorkRequest) {
-        ep.upcalls.completion(wr.completion(DtoStatus::Flushed, 0));
     }
 }

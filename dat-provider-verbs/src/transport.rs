@@ -490,7 +490,13 @@ impl Transport for VerbsIa {
     }
 
     fn post(&self, ep: EpId, wr: WorkRequest) -> DatResult<()> {
-        let ep = self.ep(ep)?;
+        // Looked up under the map's read lock, held for the post (no reference count taken:
+        // the map is written only by endpoint creation, free and close, which hold no
+        // endpoint's lock while they wait for it).
+        let eps = read(&self.shared.eps);
+        let ep = eps
+            .get(&ep)
+            .ok_or_else(|| DatError::invalid_state(Subtype::NoSubtype))?;
         let recv = wr.op == PostOp::Recv;
         let full = |e: io::Error| {
             tracing::debug!(error = %e, "post failed");
@@ -501,12 +507,31 @@ impl Transport for VerbsIa {
         };
         let mut st = lock(&ep.st);
         let qp = st.cm.as_ref().map_or(std::ptr::null_mut(), CmId::qp);
+        if st.phase == Phase::Done && !qp.is_null() {
+            // The terminal fact is reported (or being reported): the QP is in error and the
+            // request completes as flushed, after the flushes of the fact (see `fail_ep`).
+            if st.flushing {
+                let q = if recv { &mut st.recvs } else { &mut st.sends };
+                q.push_with(|| Pending {
+                    wr,
+                    signaled: true,
+                    posted: false,
+                    reported: false,
+                });
+                return Ok(());
+            }
+            drop(st);
+            let ep = ep.clone();
+            drop(eps);
+            Shared::flush_now(&ep, &wr);
+            return Ok(());
+        }
         if recv {
             let posted = !qp.is_null();
             if posted {
                 post_recv(qp, None, st.recvs.next_seq() | WR_RECV, &wr).map_err(full)?;
             }
-            st.recvs.push(Pending {
+            st.recvs.push_with(|| Pending {
                 wr,
                 signaled: true,
                 posted,
@@ -516,6 +541,8 @@ impl Transport for VerbsIa {
         }
         if qp.is_null() {
             drop(st);
+            let ep = ep.clone();
+            drop(eps);
             Shared::flush_now(&ep, &wr);
             return Ok(());
         }
@@ -525,7 +552,7 @@ impl Transport for VerbsIa {
         let signaled = sig.next(may_skip_signal(wr.flags, wr.op));
         post_send(qp, st.sends.next_seq(), &wr, (st.max_inline, signaled)).map_err(full)?;
         st.sig = sig;
-        st.sends.push(Pending {
+        st.sends.push_with(|| Pending {
             wr,
             signaled,
             posted: true,

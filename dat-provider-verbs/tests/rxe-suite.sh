@@ -12,8 +12,10 @@
 #
 # Environment: RXE_VM (the rxe-vm script; default ../shared/rxe-vm/rxe-vm beside the
 # checkout, else /work/shared/rxe-vm/rxe-vm), RXE_SUITE_TIMEOUT (seconds for the whole VM,
-# default 1500; 600 with --short), RXE_SUITE_THREADS (libtest threads in the guest, default 2). Exit status: the suite's; 124
-# when the VM ran out of time, 125 when the VM could not run.
+# default 1500; 600 with --short), RXE_SUITE_THREADS (libtest threads in the guest, default 2),
+# RXE_SUITE_REPEAT (run the whole sequence that many times in the one VM, stopping at the first
+# failure, default 1: races that show once in tens of runs; raise the timeout with it). Exit
+# status: the suite's; 124 when the VM ran out of time, 125 when the VM could not run.
 set -euo pipefail
 
 root=$(cd "$(dirname "$0")/../.." && pwd)
@@ -66,15 +68,18 @@ exec "$vm" --timeout "$timeout" \
     --env DAT_CONF="$root/dat-provider-verbs/tests/rxe.toml" \
     --env RUST_LOG="${RUST_LOG:-warn}" \
     -- bash -c 'set -e
-        bin=$1 threads=$2 storm=$3; shift 3
-        "$bin" --test-threads "$threads" "$@"
-        if [ "$storm" = 1 ]; then
-            DAT_TEST_DEVICE_EXCLUSIVE=1 "$bin" --exact no_device_resources_left_after_a_disconnect_storm
-            DAT_TEST_DEVICE_EXCLUSIVE=1 "$bin" --exact device_removal_is_catastrophic_and_calls_fail_cleanly
-            for _ in $(seq 300); do
-                rdma link show "$RXE_DEV/1" >/dev/null 2>&1 || break
-                sleep 0.2
-            done
-            rdma link add "$RXE_DEV" type rxe netdev "$RXE_NETDEV"
-            rdma link show "$RXE_DEV/1"
-        fi' rxe-suite "$bin" "${RXE_SUITE_THREADS:-2}" "$storm" "${args[@]}"
+        bin=$1 threads=$2 storm=$3 repeat=$4; shift 4
+        for round in $(seq "$repeat"); do
+            [ "$repeat" = 1 ] || echo "rxe-suite: round $round of $repeat" >&2
+            "$bin" --test-threads "$threads" "$@"
+            if [ "$storm" = 1 ]; then
+                DAT_TEST_DEVICE_EXCLUSIVE=1 "$bin" --exact no_device_resources_left_after_a_disconnect_storm
+                DAT_TEST_DEVICE_EXCLUSIVE=1 "$bin" --exact device_removal_is_catastrophic_and_calls_fail_cleanly
+                for _ in $(seq 300); do
+                    rdma link show "$RXE_DEV/1" >/dev/null 2>&1 || break
+                    sleep 0.2
+                done
+                rdma link add "$RXE_DEV" type rxe netdev "$RXE_NETDEV"
+                rdma link show "$RXE_DEV/1"
+            fi
+        done' rxe-suite "$bin" "${RXE_SUITE_THREADS:-2}" "$storm" "${RXE_SUITE_REPEAT:-1}" "${args[@]}"

@@ -27,7 +27,7 @@
 //! [`Region`](super::Region) that names it holds a clone, so the memory outlives every queued
 //! operation that may still touch it, whatever order the consumer frees things in.
 //!
-//! This is the only module of `dat-core` that contains `unsafe` code.
+//! This and `flag_lock` are the only modules of `dat-core` that contain `unsafe` code.
 #![allow(unsafe_code)]
 
 use std::alloc::{self, Layout};

@@ -169,8 +169,9 @@ impl Shared {
         }
     }
 
-    fn owner(&self, id: *mut sys::rdma_cm_id) -> Option<Owner> {
-        lock(&self.ids).get(&(id as usize)).copied()
+    /// The owner of the id with key `key` ([`CmId::key`]; a key is never reused).
+    fn owner(&self, key: usize) -> Option<Owner> {
+        lock(&self.ids).get(&key).copied()
     }
 
     fn ep(&self, id: EpId) -> Option<Arc<Ep>> {
@@ -188,7 +189,7 @@ impl Shared {
             tracing::error!(ia = %self.name, "RDMA device removed");
             self.catastrophic();
         }
-        match self.owner(e.id) {
+        match self.owner(e.key) {
             Some(Owner::Ep(id)) => {
                 if let Some(ep) = self.ep(id) {
                     self.ep_event(&ep, &e);
@@ -207,7 +208,7 @@ impl Shared {
             return;
         };
         let (private_data, asked) = crate::cm::unframe_req(&e.private_data);
-        let listener = match self.owner(e.listen_id) {
+        let listener = match self.owner(e.listen_key) {
             Some(Owner::Listener(sp)) => lock(&self.listeners)
                 .get(&sp)
                 .map(|l| (l.upcalls.clone(), l.qual)),
@@ -246,9 +247,18 @@ impl Shared {
     }
 
     /// Handles a CM event of an endpoint's id.
+    ///
+    /// Only an event of the endpoint's current id counts: the event was read and acknowledged
+    /// before this, so meanwhile the endpoint may have been freed and its id destroyed, and
+    /// a new endpoint (endpoint ids are reused) or a new connection of this one may be
+    /// resolving an address; an event of the old id (a late DISCONNECTED) would end it.
     fn ep_event(&self, ep: &Arc<Ep>, e: &CmEvent) {
         let (phase, active) = {
             let st = lock(&ep.st);
+            if st.cm.as_ref().map(CmId::key) != Some(e.key) {
+                tracing::debug!(ia = %self.name, ep = ep.id.0, kind = e.kind, "cm event of a previous id ignored");
+                return;
+            }
             (st.phase, st.active)
         };
         let fail = |fact: CmFact| self.fail_ep(ep, fact, false, false);

@@ -1,26 +1,25 @@
-//! The lock of an IA's state: a try-first lock without poisoning or futex.
+//! [`FlagLock`]: a lock whose waiters spin, then yield, then nap, with no poisoning and no
+//! futex, for locks that a busy poll tries on every look.
 //!
-//! Every post and every poll that finds work takes the state once, three times per one-way
-//! message of a polled ping-pong (the poll that finds it, the receive and the send posted
-//! after it). Against `std::sync::Mutex` behind the old `lock` helper this drops the poison
-//! bookkeeping on each lock and release and the futex wake check: 8-byte round trip 3 841 ->
-//! 3 732 instructions (`examples/rtt_count.rs` under cachegrind, BENCHMARKS "Session 7").
-//! The release stays an atomic swap with `SeqCst` ordering, the same cost as std's release
-//! swap on x86: like std's it orders the release before every later load of the releasing
-//! thread (store-load), which the code written against std's `Mutex` may rely on (a thread
-//! whose `try_lock` failed stores a flag before it, the holder reads flags after release).
+//! `std::sync::Mutex` behind a poison-ignoring helper pays, on each lock and release, a look at
+//! the process's panic count and a wake check: measured in the shm provider's IA state lock
+//! (taken three times per one-way message of a polled ping-pong: 8-byte round trip 3 841 ->
+//! 3 732 instructions) and the verbs provider's CQ poll lock (taken on every look at a CQ,
+//! empty ones included: about 28 instructions per look).
 //!
-//! Nobody sleeps on it to be woken: a waiter spins, then yields, then sleeps for
-//! [`NAP`] at a time and looks again (spin, then yield, then sleep: two threads of one core
-//! must let the holder run). That suits this lock, whose holders run a pass over the rings,
-//! a socket call that does not block, or at most one cross-memory copy of a request (tens of
-//! microseconds for a megabyte); the application's polls only ever try it
-//! ([`StateLock::try_lock`]). The one wait under it is `close`'s, up to a second for a peer
-//! that may still copy into flushed buffers; callers racing a close nap meanwhile. A waiter
-//! that napped sees the release at most a nap late.
+//! The release is an atomic swap with `SeqCst` ordering, the same cost as std's release swap
+//! on x86: like std's it orders the release before every later load of the releasing thread
+//! (store-load), which code written against std's `Mutex` may rely on.
 //!
-//! A holder that panics releases it (the guard's drop runs while unwinding); as with the
-//! `lock` helper that ignored poisoning before, the state is used as the panic left it.
+//! Nobody sleeps on it to be woken: a waiter spins, then yields, then sleeps for [`NAP`] at a
+//! time and looks again (two threads of one core must let the holder run), so it suits locks
+//! held for short passes (a batch of completions, a pass over rings, a non-blocking socket
+//! call); a waiter that napped sees the release at most a nap late. A holder that panics
+//! releases it (the guard's drop runs while unwinding), and the value is used as the panic
+//! left it, as with a poison-ignoring `Mutex`.
+// The lock hands out its value through a guard: the `UnsafeCell` access and the `Sync`
+// impl below, each with its SAFETY line.
+#![allow(unsafe_code)]
 
 use std::cell::UnsafeCell;
 use std::ops::{Deref, DerefMut};
@@ -33,30 +32,31 @@ const SPINS: u32 = 128;
 /// run before this one's slice is over).
 const YIELDS: u32 = 64;
 /// A napping waiter's sleep between looks.
-const NAP: Duration = Duration::from_micros(50);
+pub const NAP: Duration = Duration::from_micros(50);
 
 /// A lock around `T` that waiters spin, yield and nap on (see the module docs).
 #[derive(Debug, Default)]
-pub(crate) struct StateLock<T> {
+pub struct FlagLock<T> {
     held: AtomicBool,
     value: UnsafeCell<T>,
 }
 
 // SAFETY: the value is reached only through a guard, and at most one guard exists at a time
-// (`held` is set by a successful compare-exchange with acquire ordering and cleared with a
-// release store when the guard drops), so the lock hands `T` from thread to thread as a
+// (`held` is set by a successful compare-exchange with acquire ordering and cleared by a
+// swap with SeqCst ordering, which includes release, when the guard drops), so the lock hands `T` from thread to thread as a
 // mutex does: `T: Send` suffices.
-unsafe impl<T: Send> Sync for StateLock<T> {}
+unsafe impl<T: Send> Sync for FlagLock<T> {}
 
 /// Access to the locked value; releases the lock when dropped.
 #[derive(Debug)]
-pub(crate) struct StateGuard<'a, T> {
-    lock: &'a StateLock<T>,
+pub struct FlagGuard<'a, T> {
+    lock: &'a FlagLock<T>,
 }
 
-impl<T> StateLock<T> {
-    pub(crate) fn new(value: T) -> StateLock<T> {
-        StateLock {
+impl<T> FlagLock<T> {
+    /// A free lock around `value`.
+    pub const fn new(value: T) -> FlagLock<T> {
+        FlagLock {
             held: AtomicBool::new(false),
             value: UnsafeCell::new(value),
         }
@@ -64,18 +64,18 @@ impl<T> StateLock<T> {
 
     /// The lock if it is free now.
     #[inline]
-    pub(crate) fn try_lock(&self) -> Option<StateGuard<'_, T>> {
+    pub fn try_lock(&self) -> Option<FlagGuard<'_, T>> {
         // A guard only once the lock is taken (`then`, not `then_some`: a guard built and
         // dropped on failure would release the holder's lock).
         self.held
             .compare_exchange(false, true, Ordering::Acquire, Ordering::Relaxed)
             .is_ok()
-            .then(|| StateGuard { lock: self })
+            .then(|| FlagGuard { lock: self })
     }
 
     /// The lock, once free: spins, then yields, then naps (see the module docs).
     #[inline]
-    pub(crate) fn lock(&self) -> StateGuard<'_, T> {
+    pub fn lock(&self) -> FlagGuard<'_, T> {
         match self.try_lock() {
             Some(g) => g,
             None => self.lock_slow(),
@@ -83,7 +83,7 @@ impl<T> StateLock<T> {
     }
 
     #[cold]
-    fn lock_slow(&self) -> StateGuard<'_, T> {
+    fn lock_slow(&self) -> FlagGuard<'_, T> {
         let mut tries = 0u32;
         loop {
             // Wait for a release with loads only, then try once.
@@ -104,7 +104,7 @@ impl<T> StateLock<T> {
     }
 }
 
-impl<T> Deref for StateGuard<'_, T> {
+impl<T> Deref for FlagGuard<'_, T> {
     type Target = T;
     #[inline]
     fn deref(&self) -> &T {
@@ -114,7 +114,7 @@ impl<T> Deref for StateGuard<'_, T> {
     }
 }
 
-impl<T> DerefMut for StateGuard<'_, T> {
+impl<T> DerefMut for FlagGuard<'_, T> {
     #[inline]
     fn deref_mut(&mut self) -> &mut T {
         // SAFETY: as in `deref`, and `&mut self` makes this the only reference through it.
@@ -122,7 +122,7 @@ impl<T> DerefMut for StateGuard<'_, T> {
     }
 }
 
-impl<T> Drop for StateGuard<'_, T> {
+impl<T> Drop for FlagGuard<'_, T> {
     #[inline]
     fn drop(&mut self) {
         // A full barrier, as std's release is (see the module docs).
@@ -137,7 +137,7 @@ mod tests {
 
     #[test]
     fn one_guard_at_a_time() {
-        let l = StateLock::new(0u32);
+        let l = FlagLock::new(0u32);
         let g = l.lock();
         assert!(l.try_lock().is_none());
         // A failed try leaves the holder's lock held.
@@ -153,7 +153,7 @@ mod tests {
     fn threads_that_contend_lose_no_update() {
         // More threads than this machine has cores: waiters get to yield and nap while a
         // holder is descheduled.
-        let l = Arc::new(StateLock::new(0u64));
+        let l = Arc::new(FlagLock::new(0u64));
         let hs: Vec<_> = (0..4)
             .map(|_| {
                 let l = l.clone();
@@ -175,7 +175,7 @@ mod tests {
 
     #[test]
     fn a_holder_that_panics_releases_it() {
-        let l = Arc::new(StateLock::new(5u32));
+        let l = Arc::new(FlagLock::new(5u32));
         let l2 = l.clone();
         let r = std::thread::spawn(move || {
             let mut g = l2.lock();

@@ -1,0 +1,255 @@
+//! Completions: application threads poll the CQs (`ibv_poll_cq`, no system call) in
+//! [`Shared::progress`] / [`Shared::progress_evd`], each work completion is matched with its
+//! request by `wr_id` and delivered to the endpoint's upcalls ([`Shared::poll_cq`]); a
+//! terminal fact flushes what is left ([`Shared::fail_ep`]).
+
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+
+use dat_core::provider::{CmFact, Completion};
+use dat_core::types::{DtoStatus, EvdId};
+use rdma_sys as sys;
+
+use super::{CqSlot, Shared, lock, read};
+use crate::ep::{Ep, Phase, SIGNAL_EVERY, WR_BIND, WR_MARK, WR_RECV, WR_SRQ};
+use crate::verbs::{dto_status, wc_room};
+
+/// One poll of an EVD in this many looks at every CQ of the IA ([`Shared::progress_evd`]).
+pub const OTHERS_EVERY: u32 = 8;
+
+/// Work completions taken per `ibv_poll_cq`.
+const POLL_BATCH: usize = 8;
+
+impl Shared {
+    /// Polls every CQ once without blocking; true if anything was delivered.
+    pub fn progress(&self) -> bool {
+        if !self.polled.load(Ordering::Relaxed) {
+            self.polled.store(true, Ordering::Relaxed);
+        }
+        self.drain(false)
+    }
+
+    /// Polls the CQ of `evd` for a poll of that EVD (`dat_evd_dequeue`), and every CQ of the
+    /// IA on one such call in [`OTHERS_EVERY`] (or when `evd` has no CQ): a dequeue does not
+    /// pay for the CQs of the IA's other EVDs (`dapltest -T P` has four), whose completions
+    /// wait for their own EVD's polls, a waiter in [`Shared::block`] (which drains every CQ),
+    /// the event thread, or the next full look; the null CQ (requests whose EVD is not given)
+    /// is drained that way too. True if anything was delivered.
+    pub fn progress_evd(&self, evd: EvdId) -> bool {
+        if !self.polled.load(Ordering::Relaxed) {
+            self.polled.store(true, Ordering::Relaxed);
+        }
+        // A count, not exact under races (a plain load and store, no read-modify-write).
+        let n = self.evd_polls.load(Ordering::Relaxed);
+        self.evd_polls.store(n.wrapping_add(1), Ordering::Relaxed);
+        if !n.is_multiple_of(OTHERS_EVERY)
+            && let Some(slot) = read(&self.cqs).get(&evd).cloned()
+        {
+            return self.poll_cq(&slot, false);
+        }
+        self.drain(false)
+    }
+
+    /// Polls `slot` until a poll returns fewer work completions than it had room for, and
+    /// delivers them. With `wait` false a CQ another thread is polling is skipped.
+    pub fn poll_cq(&self, slot: &CqSlot, wait: bool) -> bool {
+        let _g = if wait {
+            slot.poll.lock()
+        } else {
+            match slot.poll.try_lock() {
+                Some(g) => g,
+                None => return false,
+            }
+        };
+        let mut room = wc_room::<POLL_BATCH>();
+        let mut any = false;
+        loop {
+            let wcs = match slot.cq.poll(&mut room) {
+                Ok(wcs) => wcs,
+                Err(e) => {
+                    tracing::warn!(ia = %self.name, error = %e, "ibv_poll_cq failed");
+                    &[]
+                }
+            };
+            if wcs.is_empty() {
+                return any;
+            }
+            any = true;
+            // A batch short of the room means the CQ was empty at that poll: the next poll
+            // (of this caller or another) takes whatever comes after, so none is made here (a
+            // ping-pong end would otherwise poll twice per completion, the second in vain).
+            let more = wcs.len() == POLL_BATCH;
+            for wc in wcs {
+                self.handle_wc(wc);
+            }
+            if !more {
+                return true;
+            }
+        }
+    }
+
+    /// Delivers one work completion (the caller holds the CQ's lock).
+    fn handle_wc(&self, wc: &sys::ibv_wc) {
+        let Some(ep) = read(&self.by_qpn).get(&wc.qp_num).cloned() else {
+            tracing::debug!(qpn = wc.qp_num, "completion of a QP that is gone");
+            return;
+        };
+        let status = dto_status(wc.status);
+        // Room for a completion and the unsignalled requests it retires (at most
+        // `SIGNAL_EVERY - 1`) without a heap allocation.
+        let mut out: smallvec::SmallVec<[Completion; SIGNAL_EVERY as usize]> =
+            smallvec::SmallVec::new();
+        let mut broken = false;
+        let drained = {
+            let mut st = lock(&ep.st);
+            let id = wc.wr_id;
+            if id & WR_SRQ != 0 {
+                let wr = st.srq.as_ref().and_then(|s| lock(&s.wrs).take(id));
+                if let Some(wr) = wr {
+                    out.push(wr.completion(status, wc.byte_len));
+                }
+                broken = !matches!(status, DtoStatus::Success | DtoStatus::Flushed)
+                    && st.phase.is_live();
+            } else {
+                let recv = id & WR_RECV != 0;
+                if !recv {
+                    // An unsignalled request before this one has completed (in order).
+                    st.sends.retire_before(id, |p| {
+                        let n = u32::try_from(p.wr.len()).unwrap_or(u32::MAX);
+                        out.push(p.wr.completion(DtoStatus::Success, n));
+                    });
+                }
+                if id & WR_BIND != 0
+                    && let Some(b) = st.binds.get_mut(&id)
+                {
+                    *b = Some(status);
+                }
+                if id & (WR_BIND | WR_MARK) != 0 {
+                    broken = !matches!(status, DtoStatus::Success | DtoStatus::Flushed)
+                        && st.phase.is_live();
+                } else {
+                    let phase = st.phase;
+                    let q = if recv { &mut st.recvs } else { &mut st.sends };
+                    match q.get_mut(id) {
+                        None => {}
+                        Some(p) if p.reported => {
+                            q.remove(id);
+                        }
+                        Some(p) if status == DtoStatus::Flushed => {
+                            // The QP went to error: report it as broken unless a terminal fact
+                            // is already on its way (which flushes this request with the
+                            // rest). Its own completion has come: a later one must not retire
+                            // it as a success, as it does an unsignalled request without one.
+                            p.signaled = true;
+                            match phase {
+                                Phase::Done => {
+                                    out.push(p.wr.completion(DtoStatus::Flushed, 0));
+                                    q.remove(id);
+                                }
+                                Phase::Closing => {}
+                                _ => broken = true,
+                            }
+                        }
+                        Some(p) => {
+                            let status =
+                                if recv && wc.status == sys::ibv_wc_status::IBV_WC_LOC_QP_OP_ERR {
+                                    // The core validated the scatter list (keys, bounds,
+                                    // privileges), so a receive's WQE cannot be malformed: rxe
+                                    // reports a message longer than the receive this way (its
+                                    // copy_data fails with EINVAL, not ENOSPC), where hardware
+                                    // reports LOC_LEN_ERR.
+                                    DtoStatus::LocalLength
+                                } else {
+                                    status
+                                };
+                            let n = if recv || status != DtoStatus::Success {
+                                wc.byte_len
+                            } else {
+                                u32::try_from(p.wr.len()).unwrap_or(u32::MAX)
+                            };
+                            let n = if status == DtoStatus::Success { n } else { 0 };
+                            out.push(p.wr.completion(status, n));
+                            q.remove(id);
+                            broken = status != DtoStatus::Success && phase.is_live();
+                        }
+                    }
+                }
+            }
+            // A graceful disconnect waiting for the send queue to drain proceeds (decided
+            // under the same lock: one lock per completion).
+            !broken
+                && st.graceful_by.is_some()
+                && st.phase == Phase::Connected
+                && !st.sends_outstanding()
+        };
+        // By reference: moving the vector into an iterator would copy all of it.
+        for c in &out {
+            ep.upcalls.completion(*c);
+        }
+        if drained {
+            self.fail_ep(&ep, CmFact::Disconnected, false, true);
+        }
+        if broken {
+            tracing::debug!(ia = %self.name, ep = ep.id.0, status = wc.status, "work completion error: connection broken");
+            self.fail_ep(&ep, CmFact::Broken, false, true);
+        }
+    }
+
+    /// Reports the terminal fact `fact` of `ep`: moves its QP to error, delivers the
+    /// successful completions already in its CQs (`drain`), flushes everything outstanding in
+    /// posting order (and the requests posted meanwhile), then reports the fact. With
+    /// `disconnect` the peer is told (`rdma_disconnect`). Nothing happens if a terminal fact
+    /// was reported already.
+    pub fn fail_ep(&self, ep: &Arc<Ep>, fact: CmFact, drain: bool, disconnect: bool) {
+        let cqs = {
+            let mut st = lock(&ep.st);
+            if matches!(st.phase, Phase::Closing | Phase::Done) {
+                return;
+            }
+            st.phase = Phase::Closing;
+            st.deadline = None;
+            st.graceful_by = None;
+            if let Some(cm) = &st.cm {
+                if disconnect {
+                    cm.disconnect();
+                }
+                cm.qp_to_error();
+            }
+            st.cqs.clone()
+        };
+        if drain {
+            for c in &cqs {
+                self.poll_cq(c, true);
+            }
+        }
+        let mut flushed = {
+            let mut st = lock(&ep.st);
+            st.phase = Phase::Done;
+            st.flushing = true;
+            st.flush_all()
+        };
+        tracing::debug!(ia = %self.name, ep = ep.id.0, ?fact, flushed = flushed.len(), "connection fact");
+        // The flushes go before the fact, in posting order, and so do those of requests posted
+        // while they are delivered (kept by `Transport::post`, not given to the QP): once the
+        // facade has the fact it completes later posts as flushed itself, which must not
+        // overtake a flush of this provider.
+        loop {
+            for c in &flushed {
+                ep.upcalls.completion(*c);
+            }
+            let mut st = lock(&ep.st);
+            flushed = st.flush_all();
+            if flushed.is_empty() {
+                st.flushing = false;
+                break;
+            }
+        }
+        ep.upcalls.cm(fact);
+    }
+
+    /// Completes a request that never reached the hardware as flushed (a post racing a
+    /// terminal fact).
+    pub fn flush_now(ep: &Ep, wr: &dat_core::provider::WorkRequest) {
+        ep.upcalls.completion(wr.completion(DtoStatus::Flushed, 0));
+    }
+}
