@@ -156,7 +156,7 @@ pub fn qos(v: u32, n: u16) -> DatResult<Qos> {
 /// # Errors
 /// `DAT_INVALID_PARAMETER|DAT_INVALID_ARGn` for unknown bits.
 pub fn completion_flags(v: u32, n: u16) -> DatResult<CompletionFlags> {
-    CompletionFlags::from_bits(v).ok_or(arg(n))
+    CompletionFlags::from_bits(v).ok_or_else(|| arg(n))
 }
 
 fn nonneg(v: i32, n: u16) -> DatResult<u32> {
