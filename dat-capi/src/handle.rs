@@ -408,6 +408,19 @@ pub fn remove_ia(ia: &Arc<IaState>) {
     }
 }
 
+/// The slot number of the handle at `addr` (a handle handed out so far), for a compact
+/// reference to it ([`at_index`] turns it back).
+pub fn index_of(addr: usize) -> Option<u32> {
+    let t = slots();
+    t.at(addr)?;
+    u32::try_from((addr - t.base) >> SHIFT).ok()
+}
+
+/// The handle address of slot number `idx` (from [`index_of`]).
+pub fn at_index(idx: u32) -> usize {
+    slots().base + ((idx as usize) << SHIFT)
+}
+
 /// Number of live handles (for tests and leak diagnostics).
 pub fn live_count() -> usize {
     slots().alloc().live

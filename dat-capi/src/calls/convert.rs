@@ -156,7 +156,7 @@ pub fn qos(v: u32, n: u16) -> DatResult<Qos> {
 /// # Errors
 /// `DAT_INVALID_PARAMETER|DAT_INVALID_ARGn` for unknown bits.
 pub fn completion_flags(v: u32, n: u16) -> DatResult<CompletionFlags> {
-    CompletionFlags::from_bits(v).ok_or(arg(n))
+    CompletionFlags::from_bits(v).ok_or_else(|| arg(n))
 }
 
 fn nonneg(v: i32, n: u16) -> DatResult<u32> {
@@ -216,10 +216,20 @@ pub fn hold_private_data(h: DatHandle, data: &[u8]) -> (i32, *mut std::ffi::c_vo
     (count(u32::try_from(data.len()).unwrap_or(u32::MAX)), ptr)
 }
 
-/// The C form of `ev`, dequeued from the EVD `evd` of `ia`.
-pub fn event_to_c(ev: &Event, evd: DatHandle, ia: &Arc<IaState>) -> DatEvent {
-    // SAFETY: DatEvent is plain data (integers, raw pointers, unions of those); all-zero is valid.
-    let mut c: DatEvent = unsafe { std::mem::zeroed() };
+/// Writes the C form of `ev`, dequeued from the EVD `evd` of `ia`, through `out`: in place,
+/// not built on the stack and copied (a `DatEvent` is 120 bytes with its extension data,
+/// zeroed then copied once more per event before).
+///
+/// # Safety
+/// `out` must be valid for a write of a `DatEvent`.
+pub unsafe fn event_to_c(out: *mut DatEvent, ev: &Event, evd: DatHandle, ia: &Arc<IaState>) {
+    // SAFETY: `out` is valid for writes (the caller's contract); DatEvent is plain data
+    // (integers, raw pointers, unions of those), so all-zero bytes are a valid value, which
+    // makes the reference below sound.
+    let c = unsafe {
+        out.write_bytes(0, 1);
+        &mut *out
+    };
     c.event_number = ev.number as u32;
     c.evd_handle = evd;
     match &ev.data {
@@ -283,5 +293,4 @@ pub fn event_to_c(ev: &Event, evd: DatHandle, ia: &Arc<IaState>) -> DatEvent {
             };
         }
     }
-    c
 }

@@ -109,10 +109,9 @@ pub(crate) unsafe extern "C" fn evd_wait(
         }
         match e.wait(Timeout(timeout), threshold) {
             Ok((ev, more)) => {
-                let c = event_to_c(&ev, n.handle(), &n.ia);
                 // SAFETY: consumer OUT pointers (event checked non-NULL).
                 unsafe {
-                    put(event, c);
+                    event_to_c(event, &ev, n.handle(), &n.ia);
                     put(nmore, i32::try_from(more).unwrap_or(i32::MAX));
                 }
                 Ok(())
@@ -159,9 +158,8 @@ pub(crate) unsafe extern "C" fn evd_dequeue(evd: DatHandle, event: *mut DatEvent
             // An empty queue returns DatError::QUEUE_EMPTY, the bare 0x000D0000 `dtest -p`
             // compares against.
             let ev = e.dequeue()?;
-            let c = event_to_c(&ev, n.handle(), &n.ia);
             // SAFETY: checked non-NULL consumer OUT pointer.
-            unsafe { put(event, c) };
+            unsafe { event_to_c(event, &ev, n.handle(), &n.ia) };
             Ok(())
         })
     })
