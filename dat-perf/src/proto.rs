@@ -295,4 +295,28 @@ mod tests {
         let _ = a.recv::<ToClient>(Duration::from_secs(5));
         assert!(a.recv::<ToClient>(Duration::from_secs(5)).is_err());
     }
+
+    #[test]
+    fn a_line_cut_across_the_poll_and_the_sleep_arrives_whole() {
+        let (mut a, mut raw) = pair();
+        // The first half arrives while the receive polls, the rest after it went to sleep:
+        // the poll only looks at the bytes, the read takes the whole line.
+        let writer = std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_micros(200));
+            raw.write_all(b"{\"msg\":").unwrap();
+            std::thread::sleep(SPIN * 3);
+            raw.write_all(b"\"ready\"}\n").unwrap();
+            raw
+        });
+        assert_eq!(
+            a.recv::<ToClient>(Duration::from_secs(30)).unwrap(),
+            ToClient::Ready
+        );
+        // A peer that closes while the receive polls: end of stream, at once.
+        drop(writer.join().unwrap());
+        assert!(matches!(
+            a.recv::<ToClient>(Duration::from_secs(30)),
+            Err(PerfError::PeerClosed)
+        ));
+    }
 }
