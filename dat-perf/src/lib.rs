@@ -29,7 +29,8 @@
 //!   time budget are used up; the server's part of every chunk is started and finished over
 //!   the control socket ([`proto`], JSON lines over TCP, default port
 //!   [`proto::DEFAULT_PORT`] = 18515), which is also how the server announces its IA address,
-//!   connection qualifier and RMR triplet.
+//!   connection qualifier and RMR triplet. A control receive polls the socket (yielding) for
+//!   up to 2 ms before it sleeps: ends that slept between chunks were woken onto one core.
 //! * Polling mode (default) dequeues in a loop; `--wait` uses `Evd::wait` (in 1 ms slices).
 //!   Every wait is bounded by `--timeout-s`: a dead or stalled peer fails that session, never
 //!   the process, and never hangs.

@@ -5,7 +5,7 @@
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
@@ -17,6 +17,14 @@ pub const DEFAULT_PORT: u16 = 18515;
 
 /// Longest control line accepted from a peer.
 const MAX_LINE: u64 = 64 * 1024;
+/// How long [`Channel::recv`] polls the socket before it sleeps in the kernel. The messages
+/// between the chunks of one figure follow each other within tens of microseconds; a thread
+/// that slept for them was woken by its peer's send, and Linux places such a thread on the
+/// waker's CPU (a synchronous wake-up: the waker is expected to sleep next), where the peer
+/// goes on polling: both ends of a ping-pong then shared one core of two until the load
+/// balancer moved one (dat-provider-tcp/BENCHMARKS.md, session 8). The raw baselines' echo
+/// threads never sleep between chunks. Longer waits (between the steps of other IAs) sleep.
+const SPIN: Duration = Duration::from_millis(2);
 
 /// A remote buffer as an RMR triplet.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -161,9 +169,11 @@ impl Channel {
     /// at end of stream; [`PerfError::Protocol`] for an over-long line or a line that is not a
     /// message of type `T`.
     pub fn recv<T: DeserializeOwned>(&mut self, timeout: Duration) -> PerfResult<T> {
+        let spun = self.spin_until_readable(timeout.min(SPIN));
+        let left = timeout.saturating_sub(spun);
         self.reader
             .get_ref()
-            .set_read_timeout(Some(timeout.max(Duration::from_millis(1))))
+            .set_read_timeout(Some(left.max(Duration::from_millis(1))))
             .io_ctx("control socket")?;
         let mut buf = Vec::new();
         let n = match (&mut self.reader)
@@ -193,6 +203,39 @@ impl Channel {
         }
         serde_json::from_slice(&buf)
             .map_err(|e| PerfError::Protocol(format!("bad control message from the peer: {e}")))
+    }
+
+    /// Polls the socket for up to `spin` until bytes (or the end of the stream) are there,
+    /// without reading them (see [`SPIN`]); returns how long it polled. It yields the CPU
+    /// between looks, so that a peer placed on this thread's core still runs. Any failure
+    /// here is left to the blocking read that follows, which reports it.
+    fn spin_until_readable(&mut self, spin: Duration) -> Duration {
+        if !self.reader.buffer().is_empty() {
+            return Duration::ZERO;
+        }
+        let sock = self.reader.get_ref();
+        if sock.set_nonblocking(true).is_err() {
+            return Duration::ZERO;
+        }
+        let start = Instant::now();
+        let mut byte = [0u8; 1];
+        loop {
+            match sock.peek(&mut byte) {
+                Err(e)
+                    if matches!(
+                        e.kind(),
+                        std::io::ErrorKind::WouldBlock | std::io::ErrorKind::Interrupted
+                    ) => {}
+                // Bytes, the end of the stream or an error: the read tells which.
+                _ => break,
+            }
+            if start.elapsed() >= spin {
+                break;
+            }
+            std::thread::yield_now();
+        }
+        let _ = sock.set_nonblocking(false);
+        start.elapsed()
     }
 }
 
@@ -251,5 +294,29 @@ mod tests {
         // The rest of the long line, then end of stream: errors, never a hang.
         let _ = a.recv::<ToClient>(Duration::from_secs(5));
         assert!(a.recv::<ToClient>(Duration::from_secs(5)).is_err());
+    }
+
+    #[test]
+    fn a_line_cut_across_the_poll_and_the_sleep_arrives_whole() {
+        let (mut a, mut raw) = pair();
+        // The first half arrives while the receive polls, the rest after it went to sleep:
+        // the poll only looks at the bytes, the read takes the whole line.
+        let writer = std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_micros(200));
+            raw.write_all(b"{\"msg\":").unwrap();
+            std::thread::sleep(SPIN * 3);
+            raw.write_all(b"\"ready\"}\n").unwrap();
+            raw
+        });
+        assert_eq!(
+            a.recv::<ToClient>(Duration::from_secs(30)).unwrap(),
+            ToClient::Ready
+        );
+        // A peer that closes while the receive polls: end of stream, at once.
+        drop(writer.join().unwrap());
+        assert!(matches!(
+            a.recv::<ToClient>(Duration::from_secs(30)),
+            Err(PerfError::PeerClosed)
+        ));
     }
 }

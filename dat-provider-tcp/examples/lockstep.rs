@@ -7,6 +7,7 @@
 //! L=target/release/examples/lockstep
 //! $L dat 100000                      # allocations per round trip (counting allocator)
 //! $L idle 100000                     # one empty poll (`Evd::dequeue` finding nothing)
+//! $L write 100000                    # the same ping-pong as RDMA writes (no receive, no event)
 //! strace -c -f $L dat 20000          # system calls per round trip (minus the setup)
 //! valgrind --tool=callgrind $L dat 20000   # instructions per round trip (also `raw`)
 //! ```
@@ -64,8 +65,9 @@ fn main() {
     match mode.as_str() {
         "dat" => dat_lockstep(n, false),
         "idle" => dat_lockstep(n, true),
+        "write" => write_lockstep(n),
         "raw" => raw_lockstep(n),
-        _ => eprintln!("usage: lockstep [dat|idle|raw] [round trips or polls]"),
+        _ => eprintln!("usage: lockstep [dat|idle|write|raw] [round trips or polls]"),
     }
 }
 
@@ -140,6 +142,46 @@ fn dat_lockstep(n: u64, idle: bool) {
     );
 }
 
+/// `write`: the lock-step ping-pong as RDMA writes polled in memory (as `datperf`'s RDMA-write
+/// ping-pong does): no receive posted, no completion delivered, no EVD polled; the difference
+/// to `dat` is what a send/recv message costs beyond moving the bytes.
+fn write_lockstep(n: u64) {
+    let (_reg, a, b) = pair::connected();
+    // `from` writes its bytes 8..16 to `to`'s bytes 0..8; `to` polls the last of them.
+    let write = |from: &pair::End, at: u64, to: &pair::End, seq: u8| {
+        from.5
+            .post_rdma_write(
+                &[from.6.triplet(at, 8)],
+                Cookie(1),
+                to.6.rmr_triplet(0, 8),
+                CompletionFlags::SUPPRESS,
+            )
+            .unwrap();
+        until_byte(to, seq);
+    };
+    let mut seq = 0u8;
+    let round = || {
+        seq = seq.wrapping_add(1).max(1);
+        a.6.write(8, &[seq; 8]).unwrap();
+        write(&a, 8, &b, seq);
+        // B echoes what it received.
+        write(&b, 0, &a, seq);
+    };
+    rounds("write round trips", n, round);
+}
+
+/// Drives progress on `end`'s IA until the last byte of its LMR's first 8 is `want`.
+fn until_byte(end: &pair::End, want: u8) {
+    let mut b = [0u8; 1];
+    loop {
+        end.6.read(7, &mut b).unwrap();
+        if b[0] == want {
+            return;
+        }
+        end.0.progress();
+    }
+}
+
 fn raw_lockstep(n: u64) {
     fn recv8(s: &mut TcpStream) {
         let mut buf = [0u8; 8];
@@ -155,12 +197,17 @@ fn raw_lockstep(n: u64) {
     }
     let (mut a, mut b) = pair::raw_pair();
     let msg = [7u8; 8];
-    let mut round = || {
+    let round = || {
         a.write_all(&msg).unwrap();
         recv8(&mut b);
         b.write_all(&msg).unwrap();
         recv8(&mut a);
     };
+    rounds("raw round trips", n, round);
+}
+
+/// Warms up with 1 000 rounds, then runs and reports `n`.
+fn rounds(what: &str, n: u64, mut round: impl FnMut()) {
     for _ in 0..1000 {
         round();
     }
@@ -169,10 +216,5 @@ fn raw_lockstep(n: u64) {
     for _ in 0..n {
         round();
     }
-    report(
-        "raw round trips",
-        n,
-        start,
-        ALLOCS.load(Ordering::Relaxed) - before,
-    );
+    report(what, n, start, ALLOCS.load(Ordering::Relaxed) - before);
 }

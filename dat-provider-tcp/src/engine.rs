@@ -60,6 +60,9 @@ use crate::wire::{Decoded, Frame, Kind, WireError};
 mod active;
 mod close;
 mod data;
+mod requests;
+mod stream;
+mod transmit;
 mod txq;
 
 pub use txq::TxPiece;
