@@ -1,0 +1,270 @@
+//! Two pollers on one CPU: a nap on the rings instead of a spin (issue 5, session 8).
+//!
+//! A thread that polls a connection (`dat_evd_dequeue` driving [`Transport::progress`])
+//! while the peer's polling thread waits for the same CPU only keeps that CPU from it:
+//! every message then waits for a preemption (shm 8 B about 711 us per half round trip
+//! instead of about 2 in a bad start of `taskset -c 0 datperf lat`). The facade's pacing
+//! (`dat::pace`) can only guess that from gaps in its own spinning, and every rule that made
+//! it guess right on one core also kept a pair that merely *started* on one core of two there
+//! (`BENCHMARKS.md`, session 7).
+//!
+//! So each side says where it polls: every [`CHECK_EVERY`]th empty poll in a row looks at the
+//! CPU it runs on (`sched_getcpu`: a thread-local load), announces it in the connection's
+//! segment (a store only when it changed) and reads the peer's. When [`SHARED_LOOKS`] looks
+//! in a row find both on one CPU, the poll *naps*: it arms the rings and sleeps on their
+//! eventfds ([`Shared::sleep_on_rings`]), for at most [`NAP`]. The peer's next record sees
+//! the armed flag and writes the eventfd: one wake-up per message, and the kernel's wake-up
+//! path places the woken thread again — beside a busy CPU it picks an idle one in the same
+//! cache domain, which is what spreads a pair that started on one core of two; on one
+//! allowed CPU it hands the CPU over. After the nap the thread announces its CPU again (it
+//! may have moved).
+//!
+//! A nap ends when a record wakes it, at [`NAP`], or when another thread made upcalls that
+//! may have queued what the poll waits for, where no ring wake-up will announce it again:
+//! the provider thread (which pumps every millisecond while the application polls, and
+//! sleeps on the same eventfds) or another poller. Every batch of upcalls counts in
+//! [`Shared::deliveries`] and writes the unblock eventfd while a poll naps; a nap does not
+//! start when the count moved since the poll before it. (Without this, session 7's nap from
+//! `dequeue` slept its timeout out whenever the provider thread had taken the message.)
+//!
+//! Pollers on different CPUs never nap and store nothing in the segment: an empty poll
+//! counts in a thread-local, and every [`CHECK_EVERY`]th makes a few loads. A thread asleep
+//! in a wait (`Transport::block` from `dat_evd_wait`) announces no CPU, so a poller does not
+//! nap for a peer that does not poll.
+
+use super::*;
+
+/// Empty polls in a row between two looks at the CPU.
+const CHECK_EVERY: u32 = 16;
+/// Looks in a row that find the peer on this CPU before a nap.
+const SHARED_LOOKS: u32 = 2;
+/// The longest nap (a record of the peer ends it sooner).
+const NAP: Duration = Duration::from_millis(1);
+
+/// [`Shared::blocked`] while a facade waiter sleeps in `Transport::block`.
+pub(super) const WAITING: u32 = 1;
+/// [`Shared::blocked`] while a poll naps.
+pub(super) const NAPPING: u32 = 2;
+
+/// What a thread remembers between its polls.
+#[derive(Clone, Copy)]
+struct Idle {
+    /// Empty polls in a row.
+    polls: u32,
+    /// Looks in a row that found the peer on this CPU.
+    shared: u32,
+    /// [`Shared::deliveries`] at the previous empty poll.
+    seen: u64,
+}
+
+thread_local! {
+    static IDLE: Cell<Idle> = const {
+        Cell::new(Idle {
+            polls: 0,
+            shared: 0,
+            seen: 0,
+        })
+    };
+    /// This thread naps: its own upcalls need not end the nap.
+    static NAPPER: Cell<bool> = const { Cell::new(false) };
+}
+
+static NAPS: AtomicU64 = AtomicU64::new(0);
+static NAPS_WOKEN: AtomicU64 = AtomicU64::new(0);
+
+/// What the naps of this process did so far (for tests and benchmarks).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct NapCounts {
+    /// Polls that napped: they found the peer's polling thread on their CPU.
+    pub naps: u64,
+    /// Naps ended by a wake-up (a record, or the provider thread), not by their timeout.
+    pub woken: u64,
+}
+
+/// The naps of every shm IA in this process so far.
+pub fn nap_counts() -> NapCounts {
+    NapCounts {
+        naps: NAPS.load(Ordering::Relaxed),
+        woken: NAPS_WOKEN.load(Ordering::Relaxed),
+    }
+}
+
+impl ShmIa {
+    /// [`Transport::progress`]: a poll, and a nap when it found nothing for a while and the
+    /// peer polls on this CPU.
+    #[inline]
+    pub(super) fn progress_or_nap(&self) -> bool {
+        let mut idle = IDLE.get();
+        if self.poll() == Some(true) {
+            if idle.polls != 0 {
+                idle.polls = 0;
+                IDLE.set(idle);
+            }
+            return true;
+        }
+        // Upcalls of other threads (the provider thread, another poller) since the previous
+        // empty poll may have queued what the caller polls for: a nap must not sleep on them.
+        let since = idle.seen;
+        idle.seen = self.shared.deliveries.load(Ordering::Acquire);
+        idle.polls = idle.polls.wrapping_add(1);
+        if idle.polls.is_multiple_of(CHECK_EVERY) {
+            return self.look(idle, since);
+        }
+        IDLE.set(idle);
+        false
+    }
+
+    /// The look of every [`CHECK_EVERY`]th empty poll (out of line: most polls skip it).
+    #[inline(never)]
+    fn look(&self, mut idle: Idle, since: u64) -> bool {
+        idle.shared = if self.shared.share_cpu() {
+            idle.shared + 1
+        } else {
+            0
+        };
+        if idle.shared < SHARED_LOOKS || DELIVERING.with(Cell::get) {
+            IDLE.set(idle);
+            return false;
+        }
+        idle.polls = 0;
+        IDLE.set(idle);
+        NAPS.fetch_add(1, Ordering::Relaxed);
+        NAPPER.set(true);
+        let woken = self
+            .shared
+            .sleep_on_rings(NAP, NAPPING, Some(since))
+            .unwrap_or(false);
+        NAPPER.set(false);
+        if woken {
+            NAPS_WOKEN.fetch_add(1, Ordering::Relaxed);
+        }
+        woken
+    }
+}
+
+impl Shared {
+    /// A batch of upcalls was made (under the upcall turn, so the count has one writer at a
+    /// time). A poll napping on another thread is woken: the batch may have queued what it
+    /// polls for, where its rings' wake-ups will never announce it. (The count is read by
+    /// the nap after it marked itself in `blocked`; this load of `blocked` may pass the
+    /// store of the count, and a nap that slips through that window of a few nanoseconds
+    /// sleeps its [`NAP`] out.)
+    #[inline]
+    pub(super) fn delivered(&self) {
+        let n = self.deliveries.load(Ordering::Relaxed).wrapping_add(1);
+        self.deliveries.store(n, Ordering::Release);
+        if self.blocked.load(Ordering::Acquire) == NAPPING && !NAPPER.get() {
+            sys::signal(self.app_wake.as_fd());
+        }
+    }
+
+    /// Announces this thread's CPU on every connected connection; true if the peer of any
+    /// of them announced the same CPU. Nothing when another thread holds the state.
+    fn share_cpu(&self) -> bool {
+        let Some(cpu) = sys::current_cpu() else {
+            return false;
+        };
+        let Some(mut st) = self.state.try_lock() else {
+            return false;
+        };
+        let mut shared = false;
+        for c in st.conns.values_mut() {
+            if let (Phase::Connected, Some(d)) = (&c.phase, c.data.as_mut()) {
+                shared |= d.share_cpu(Some(cpu));
+            }
+        }
+        shared
+    }
+
+    /// Arms every connected ring and sleeps on their eventfds (and the unblock eventfd) for
+    /// up to `timeout`, then moves data on the calling thread: completions reach the EVD from
+    /// this thread, with no hand-off from the provider thread. `who` is [`WAITING`] (a
+    /// facade waiter: it announces no CPU while asleep) or [`NAPPING`] (a poll: it keeps
+    /// its CPU announced, and announces it again after the nap).
+    ///
+    /// One thread of the IA at a time: its sleepers share one unblock eventfd, and epoll
+    /// wakes one sleeper per event, so a second one could sleep through the wake-up meant
+    /// for it. `None` for the others (and when waiting in the provider is off, or the IA
+    /// closes); else whether anything was moved or a wake-up came.
+    pub(super) fn sleep_on_rings(
+        &self,
+        timeout: Duration,
+        who: u32,
+        since: Option<u64>,
+    ) -> Option<bool> {
+        if !self.params.wait_in_provider
+            || self.stop.load(Ordering::Acquire)
+            || self
+                .blocked
+                .compare_exchange(0, who, Ordering::AcqRel, Ordering::Acquire)
+                .is_err()
+        {
+            return None;
+        }
+        let mut out = Ups::new();
+        let mut st = self.enter();
+        let mut ready = self.pump_all(&mut st, &mut out) || !out.is_empty();
+        if !ready {
+            for c in st.conns.values_mut() {
+                if let (Phase::Connected, Some(d)) = (&c.phase, c.data.as_mut()) {
+                    if who == WAITING {
+                        d.share_cpu(None);
+                    }
+                    // True: something arrived before the peer could see the request.
+                    ready |= d.arm();
+                }
+            }
+            // Upcalls made by another thread since `since` (see `Shared::delivered`).
+            ready |= since.is_some_and(|s| s != self.deliveries.load(Ordering::Acquire));
+        }
+        self.finish(st, &mut out);
+        let mut woken = ready;
+        if !ready {
+            let ms = timeout.as_nanos().div_ceil(1_000_000).min(i32::MAX as u128) as i32;
+            let mut tokens = Vec::new();
+            self.app_epoll.wait(&mut tokens, ms);
+            woken = !tokens.is_empty();
+            let mut st = self.enter();
+            let mut consumed = false;
+            for t in tokens {
+                if t == TOK_WAKE {
+                    sys::drain(self.app_wake.as_fd());
+                } else if let Some(d) = st.conns.get(&(t & TOK_MASK)).and_then(|c| c.data.as_ref())
+                {
+                    // The pump below takes what it announced (on every connection).
+                    sys::drain(d.my_efd.as_fd());
+                    consumed = true;
+                }
+            }
+            woken |= self.pump_all(&mut st, &mut out);
+            // The wake-up just drained was the provider thread's too (see `Shared::parked`):
+            // arm the rings again on its behalf, and wake it if something slipped in before
+            // the peers could see the flags.
+            let again = consumed && self.parked.load(Ordering::Relaxed);
+            let cpu = if who == NAPPING {
+                sys::current_cpu()
+            } else {
+                None
+            };
+            if again || cpu.is_some() {
+                let mut missed = false;
+                for c in st.conns.values_mut() {
+                    if let (Phase::Connected, Some(d)) = (&c.phase, c.data.as_mut()) {
+                        if cpu.is_some() {
+                            d.share_cpu(cpu);
+                        }
+                        if again {
+                            missed |= d.arm();
+                        }
+                    }
+                }
+                if missed {
+                    self.poke();
+                }
+            }
+            self.finish(st, &mut out);
+        }
+        self.blocked.store(0, Ordering::Release);
+        Some(woken)
+    }
+}
