@@ -137,7 +137,11 @@ fn two_pollers_on_one_core_hand_it_over_per_message() {
     );
     // The pollers napped, and the naps were ended by the peer's records (or by the upcalls
     // of the provider thread that took them first), not by their timeout: a nap that slept
-    // its millisecond out would be a slice wait of another kind.
-    assert!(naps.naps >= ROUND_TRIPS, "{naps:?}");
-    assert!(naps.woken >= naps.naps - naps.naps / 20, "{naps:?}");
+    // its millisecond out would be a slice wait of another kind. Pinned, no nap moved them
+    // apart: they handed the CPU over by yields between the naps.
+    assert!(naps.naps > 0 && naps.yields > 0, "{naps:?}");
+    assert!(
+        naps.naps - naps.woken <= 2.max(naps.naps / 20),
+        "naps slept out: {naps:?}"
+    );
 }

@@ -13,11 +13,15 @@
 //! segment (a store only when it changed) and reads the peer's. When [`SHARED_LOOKS`] looks
 //! in a row find both on one CPU, the poll *naps*: it arms the rings and sleeps on their
 //! eventfds ([`Shared::sleep_on_rings`]), for at most [`NAP`]. The peer's next record sees
-//! the armed flag and writes the eventfd: one wake-up per message, and the kernel's wake-up
-//! path places the woken thread again — beside a busy CPU it picks an idle one in the same
-//! cache domain, which is what spreads a pair that started on one core of two; on one
-//! allowed CPU it hands the CPU over. After the nap the thread announces its CPU again (it
-//! may have moved).
+//! the armed flag and writes the eventfd, and the kernel's wake-up path places the woken
+//! thread again: beside a busy CPU it picks an idle one in the same cache domain, which is
+//! what spreads a pair that started on one core of two. After the nap the thread announces
+//! its CPU again. Moved apart, it polls as before. Still beside its peer (both pinned to one
+//! CPU, or no CPU idle), it *yields* on every empty poll instead, which hands the CPU over
+//! per message for about one system call (a nap per message cost 7-12 us per message on one
+//! core here, the yields about 1.7), and naps again after [`NAP_EVERY`] looks that still
+//! find the CPU shared: the next chance to be placed apart. (Session 7's yields without
+//! naps kept the two-core pair on one core.)
 //!
 //! A nap ends when a record wakes it, at [`NAP`], or when another thread made upcalls that
 //! may have queued what the poll waits for, where no ring wake-up will announce it again:
@@ -40,29 +44,40 @@ const CHECK_EVERY: u32 = 16;
 const SHARED_LOOKS: u32 = 2;
 /// The longest nap (a record of the peer ends it sooner).
 const NAP: Duration = Duration::from_millis(1);
+/// Looks that find the CPU still shared after a nap, handing it over by yields, before the
+/// next nap: the wake-up of a nap is the kernel's chance to place the thread on an idle CPU,
+/// a yield never moves it (session 7: a pair that started on one core of two stayed there).
+const NAP_EVERY: u32 = 64;
 
 /// [`Shared::blocked`] while a facade waiter sleeps in `Transport::block`.
 pub(super) const WAITING: u32 = 1;
 /// [`Shared::blocked`] while a poll naps.
 pub(super) const NAPPING: u32 = 2;
 
-/// What a thread remembers between its polls.
+/// [`POLLS`]: set while a nap left this thread beside the peer. It then yields on every
+/// empty poll, and its empty polls count across messages (a yield that hands the CPU over
+/// makes the waits too short to reach a look of their own).
+const YIELDING: u32 = 1 << 31;
+
+/// What a look remembers.
 #[derive(Clone, Copy)]
-struct Idle {
-    /// Empty polls in a row.
-    polls: u32,
+struct Looks {
     /// Looks in a row that found the peer on this CPU.
     shared: u32,
-    /// [`Shared::deliveries`] at the previous empty poll.
-    seen: u64,
+    /// Looks that found the CPU shared since the last nap.
+    since_nap: u32,
 }
 
 thread_local! {
-    static IDLE: Cell<Idle> = const {
-        Cell::new(Idle {
-            polls: 0,
+    /// Empty polls in a row on this thread (below [`YIELDING`]), and [`YIELDING`]. The only
+    /// word a poll that finds work reads (and writes only after empty polls).
+    static POLLS: Cell<u32> = const { Cell::new(0) };
+    /// [`Shared::deliveries`] at the previous empty poll.
+    static SEEN: Cell<u64> = const { Cell::new(0) };
+    static LOOKS: Cell<Looks> = const {
+        Cell::new(Looks {
             shared: 0,
-            seen: 0,
+            since_nap: 0,
         })
     };
     /// This thread naps: its own upcalls need not end the nap.
@@ -71,14 +86,18 @@ thread_local! {
 
 static NAPS: AtomicU64 = AtomicU64::new(0);
 static NAPS_WOKEN: AtomicU64 = AtomicU64::new(0);
+static YIELDS: AtomicU64 = AtomicU64::new(0);
 
 /// What the naps of this process did so far (for tests and benchmarks).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct NapCounts {
     /// Polls that napped: they found the peer's polling thread on their CPU.
     pub naps: u64,
-    /// Naps ended by a wake-up (a record, or the provider thread), not by their timeout.
+    /// Naps ended by a wake-up (a record, or another thread's upcalls), not by their
+    /// timeout.
     pub woken: u64,
+    /// Empty polls that yielded the CPU: a nap left the thread beside its peer.
+    pub yields: u64,
 }
 
 /// The naps of every shm IA in this process so far.
@@ -86,60 +105,96 @@ pub fn nap_counts() -> NapCounts {
     NapCounts {
         naps: NAPS.load(Ordering::Relaxed),
         woken: NAPS_WOKEN.load(Ordering::Relaxed),
+        yields: YIELDS.load(Ordering::Relaxed),
     }
 }
 
+/// Gives the CPU to the peer polling beside this thread.
+fn yield_cpu() {
+    YIELDS.fetch_add(1, Ordering::Relaxed);
+    std::thread::yield_now();
+}
+
 impl ShmIa {
-    /// [`Transport::progress`]: a poll, and a nap when it found nothing for a while and the
-    /// peer polls on this CPU.
+    /// [`Transport::progress`]: a poll, and a nap (or a yield) when it found nothing for a
+    /// while and the peer polls on this CPU.
     #[inline]
     pub(super) fn progress_or_nap(&self) -> bool {
-        let mut idle = IDLE.get();
         if self.poll() == Some(true) {
-            if idle.polls != 0 {
-                idle.polls = 0;
-                IDLE.set(idle);
+            let p = POLLS.get();
+            if p != 0 && p < YIELDING {
+                POLLS.set(0);
             }
             return true;
         }
+        let p = POLLS.get();
+        let p = (p & YIELDING) | (p.wrapping_add(1) & !YIELDING);
+        POLLS.set(p);
         // Upcalls of other threads (the provider thread, another poller) since the previous
         // empty poll may have queued what the caller polls for: a nap must not sleep on them.
-        let since = idle.seen;
-        idle.seen = self.shared.deliveries.load(Ordering::Acquire);
-        idle.polls = idle.polls.wrapping_add(1);
-        if idle.polls.is_multiple_of(CHECK_EVERY) {
-            return self.look(idle, since);
+        let since = SEEN.replace(self.shared.deliveries.load(Ordering::Acquire));
+        if p.is_multiple_of(CHECK_EVERY) {
+            return self.look(p, since);
         }
-        IDLE.set(idle);
+        if p >= YIELDING {
+            yield_cpu();
+        }
         false
     }
 
     /// The look of every [`CHECK_EVERY`]th empty poll (out of line: most polls skip it).
     #[inline(never)]
-    fn look(&self, mut idle: Idle, since: u64) -> bool {
-        idle.shared = if self.shared.share_cpu() {
-            idle.shared + 1
-        } else {
-            0
-        };
-        if idle.shared < SHARED_LOOKS || DELIVERING.with(Cell::get) {
-            IDLE.set(idle);
+    fn look(&self, p: u32, since: u64) -> bool {
+        let mut looks = LOOKS.get();
+        if !self.shared.share_cpu() {
+            looks.shared = 0;
+            LOOKS.set(looks);
+            POLLS.set(p & !YIELDING);
             return false;
         }
-        idle.polls = 0;
-        IDLE.set(idle);
+        looks.shared += 1;
+        let yielding = p >= YIELDING;
+        if looks.shared < SHARED_LOOKS || DELIVERING.with(Cell::get) {
+            LOOKS.set(looks);
+            if yielding {
+                yield_cpu();
+            }
+            return false;
+        }
+        looks.since_nap += 1;
+        if yielding && looks.since_nap < NAP_EVERY {
+            LOOKS.set(looks);
+            yield_cpu();
+            return false;
+        }
+        looks.since_nap = 0;
+        LOOKS.set(looks);
         NAPS.fetch_add(1, Ordering::Relaxed);
         NAPPER.set(true);
-        let woken = self
-            .shared
-            .sleep_on_rings(NAP, NAPPING, Some(since))
-            .unwrap_or(false);
+        let slept = self.shared.sleep_on_rings(NAP, NAPPING, Some(since));
         NAPPER.set(false);
+        let woken = slept.is_some_and(|s| s.woken);
         if woken {
             NAPS_WOKEN.fetch_add(1, Ordering::Relaxed);
         }
+        // Still beside the peer (pinned there, or no idle CPU to be woken on): hand the CPU
+        // over by yields until the next nap. Placed apart: poll as before.
+        POLLS.set(if slept.is_none_or(|s| s.shared) {
+            YIELDING
+        } else {
+            0
+        });
         woken
     }
+}
+
+/// How a [`Shared::sleep_on_rings`] went.
+#[derive(Clone, Copy, Debug)]
+pub(super) struct Slept {
+    /// Something was moved, or a wake-up came (not the timeout).
+    pub(super) woken: bool,
+    /// A nap's thread found a peer's poller on its CPU after it (or did not sleep).
+    pub(super) shared: bool,
 }
 
 impl Shared {
@@ -185,13 +240,13 @@ impl Shared {
     /// One thread of the IA at a time: its sleepers share one unblock eventfd, and epoll
     /// wakes one sleeper per event, so a second one could sleep through the wake-up meant
     /// for it. `None` for the others (and when waiting in the provider is off, or the IA
-    /// closes); else whether anything was moved or a wake-up came.
+    /// closes).
     pub(super) fn sleep_on_rings(
         &self,
         timeout: Duration,
         who: u32,
         since: Option<u64>,
-    ) -> Option<bool> {
+    ) -> Option<Slept> {
         if !self.params.wait_in_provider
             || self.stop.load(Ordering::Acquire)
             || self
@@ -219,6 +274,7 @@ impl Shared {
         }
         self.finish(st, &mut out);
         let mut woken = ready;
+        let mut shared = true;
         if !ready {
             let ms = timeout.as_nanos().div_ceil(1_000_000).min(i32::MAX as u128) as i32;
             let mut tokens = Vec::new();
@@ -248,10 +304,11 @@ impl Shared {
             };
             if again || cpu.is_some() {
                 let mut missed = false;
+                shared = false;
                 for c in st.conns.values_mut() {
                     if let (Phase::Connected, Some(d)) = (&c.phase, c.data.as_mut()) {
                         if cpu.is_some() {
-                            d.share_cpu(cpu);
+                            shared |= d.share_cpu(cpu);
                         }
                         if again {
                             missed |= d.arm();
@@ -265,6 +322,6 @@ impl Shared {
             self.finish(st, &mut out);
         }
         self.blocked.store(0, Ordering::Release);
-        Some(woken)
+        Some(Slept { woken, shared })
     }
 }
