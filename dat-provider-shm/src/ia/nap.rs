@@ -8,8 +8,8 @@
 //! it guess right on one core also kept a pair that merely *started* on one core of two there
 //! (`BENCHMARKS.md`, session 7).
 //!
-//! So each side says where it polls: every [`CHECK_EVERY`]th empty poll in a row looks at the
-//! CPU it runs on (`sched_getcpu`: a thread-local load), announces it in the connection's
+//! So each side says where it polls: every [`CHECK_EVERY`]th empty poll in a row (and every
+//! [`LOOK_ACROSS`]th in all) looks at the CPU it runs on (`sched_getcpu`: a thread-local load), announces it in the connection's
 //! segment (a store only when it changed) and reads the peer's. When [`SHARED_LOOKS`] looks
 //! in a row find both on one CPU, the poll *naps*: it arms the rings and sleeps on their
 //! eventfds ([`Shared::sleep_on_rings`]), for at most [`NAP`]. The peer's next record sees
@@ -32,7 +32,7 @@
 //! `dequeue` slept its timeout out whenever the provider thread had taken the message.)
 //!
 //! Pollers on different CPUs never nap and store nothing in the segment: an empty poll
-//! counts in a thread-local, and every [`CHECK_EVERY`]th makes a few loads. A thread asleep
+//! counts in thread-locals, and a look makes a few loads. A thread asleep
 //! in a wait (`Transport::block` from `dat_evd_wait`) announces no CPU, so a poller does not
 //! nap for a peer that does not poll.
 
@@ -40,6 +40,10 @@ use super::*;
 
 /// Empty polls in a row between two looks at the CPU.
 const CHECK_EVERY: u32 = 16;
+/// Empty polls in all (across messages) between two looks: a pair that hands one CPU over
+/// by yields (the facade's pacing, once it saw a preemption) waits only a poll or two per
+/// message and never makes [`CHECK_EVERY`] empty polls in a row.
+const LOOK_ACROSS: u32 = 256;
 /// Looks in a row that find the peer on this CPU before a nap.
 const SHARED_LOOKS: u32 = 2;
 /// The longest nap (a record of the peer ends it sooner).
@@ -58,6 +62,11 @@ pub(super) const NAPPING: u32 = 2;
 /// empty poll, and its empty polls count across messages (a yield that hands the CPU over
 /// makes the waits too short to reach a look of their own).
 const YIELDING: u32 = 1 << 31;
+/// [`POLLS`]: the previous poll was empty too (so [`SEEN`] was read after the caller last
+/// found its queue empty).
+const FRESH: u32 = 1 << 30;
+/// [`POLLS`]: the count of empty polls.
+const COUNT: u32 = FRESH - 1;
 
 /// What a look remembers.
 #[derive(Clone, Copy)]
@@ -69,11 +78,13 @@ struct Looks {
 }
 
 thread_local! {
-    /// Empty polls in a row on this thread (below [`YIELDING`]), and [`YIELDING`]. The only
+    /// Empty polls in a row on this thread ([`COUNT`]), [`FRESH`] and [`YIELDING`]. The only
     /// word a poll that finds work reads (and writes only after empty polls).
     static POLLS: Cell<u32> = const { Cell::new(0) };
     /// [`Shared::deliveries`] at the previous empty poll.
     static SEEN: Cell<u64> = const { Cell::new(0) };
+    /// Empty polls in all, modulo 2^32.
+    static EMPTY: Cell<u32> = const { Cell::new(0) };
     static LOOKS: Cell<Looks> = const {
         Cell::new(Looks {
             shared: 0,
@@ -85,7 +96,8 @@ thread_local! {
 }
 
 static NAPS: AtomicU64 = AtomicU64::new(0);
-static NAPS_WOKEN: AtomicU64 = AtomicU64::new(0);
+static SLEPT: AtomicU64 = AtomicU64::new(0);
+static SLEPT_OUT: AtomicU64 = AtomicU64::new(0);
 static YIELDS: AtomicU64 = AtomicU64::new(0);
 
 /// What the naps of this process did so far (for tests and benchmarks).
@@ -93,9 +105,10 @@ static YIELDS: AtomicU64 = AtomicU64::new(0);
 pub struct NapCounts {
     /// Polls that napped: they found the peer's polling thread on their CPU.
     pub naps: u64,
-    /// Naps ended by a wake-up (a record, or another thread's upcalls), not by their
-    /// timeout.
-    pub woken: u64,
+    /// Naps that slept (the others found work, or upcalls of another thread, first).
+    pub slept: u64,
+    /// Naps that slept until their timeout: no record, no upcall of another thread came.
+    pub slept_out: u64,
     /// Empty polls that yielded the CPU: a nap left the thread beside its peer.
     pub yields: u64,
 }
@@ -104,7 +117,8 @@ pub struct NapCounts {
 pub fn nap_counts() -> NapCounts {
     NapCounts {
         naps: NAPS.load(Ordering::Relaxed),
-        woken: NAPS_WOKEN.load(Ordering::Relaxed),
+        slept: SLEPT.load(Ordering::Relaxed),
+        slept_out: SLEPT_OUT.load(Ordering::Relaxed),
         yields: YIELDS.load(Ordering::Relaxed),
     }
 }
@@ -120,20 +134,30 @@ impl ShmIa {
     /// while and the peer polls on this CPU.
     #[inline]
     pub(super) fn progress_or_nap(&self) -> bool {
+        // Upcalls of other threads (the provider thread, another poller) may have queued
+        // what the caller polls for, after it found its queue empty: a nap must not sleep on
+        // them. Counted from the previous poll if that was empty too (the caller looked at
+        // its queue after it), else from here (a few instructions after the caller looked).
+        let before = self.shared.deliveries.load(Ordering::Acquire);
         if self.poll() == Some(true) {
             let p = POLLS.get();
-            if p != 0 && p < YIELDING {
-                POLLS.set(0);
+            if p != 0 {
+                POLLS.set(if p < YIELDING {
+                    0
+                } else {
+                    YIELDING | (p & COUNT)
+                });
             }
             return true;
         }
         let p = POLLS.get();
-        let p = (p & YIELDING) | (p.wrapping_add(1) & !YIELDING);
+        let since = if p & FRESH != 0 { SEEN.get() } else { before };
+        SEEN.set(self.shared.deliveries.load(Ordering::Acquire));
+        let p = (p & YIELDING) | FRESH | (p.wrapping_add(1) & COUNT);
         POLLS.set(p);
-        // Upcalls of other threads (the provider thread, another poller) since the previous
-        // empty poll may have queued what the caller polls for: a nap must not sleep on them.
-        let since = SEEN.replace(self.shared.deliveries.load(Ordering::Acquire));
-        if p.is_multiple_of(CHECK_EVERY) {
+        let n = EMPTY.get().wrapping_add(1);
+        EMPTY.set(n);
+        if (p & COUNT).is_multiple_of(CHECK_EVERY) || n.is_multiple_of(LOOK_ACROSS) {
             return self.look(p, since);
         }
         if p >= YIELDING {
@@ -142,7 +166,8 @@ impl ShmIa {
         false
     }
 
-    /// The look of every [`CHECK_EVERY`]th empty poll (out of line: most polls skip it).
+    /// The look of every [`CHECK_EVERY`]th empty poll in a row, and of every
+    /// [`LOOK_ACROSS`]th in all (out of line: most polls skip it).
     #[inline(never)]
     fn look(&self, p: u32, since: u64) -> bool {
         let mut looks = LOOKS.get();
@@ -174,15 +199,18 @@ impl ShmIa {
         let slept = self.shared.sleep_on_rings(NAP, NAPPING, Some(since));
         NAPPER.set(false);
         let woken = slept.is_some_and(|s| s.woken);
-        if woken {
-            NAPS_WOKEN.fetch_add(1, Ordering::Relaxed);
+        if slept.is_some_and(|s| s.slept) {
+            SLEPT.fetch_add(1, Ordering::Relaxed);
+            if !woken {
+                SLEPT_OUT.fetch_add(1, Ordering::Relaxed);
+            }
         }
         // Still beside the peer (pinned there, or no idle CPU to be woken on): hand the CPU
         // over by yields until the next nap. Placed apart: poll as before.
         POLLS.set(if slept.is_none_or(|s| s.shared) {
-            YIELDING
+            YIELDING | FRESH
         } else {
-            0
+            FRESH
         });
         woken
     }
@@ -195,6 +223,8 @@ pub(super) struct Slept {
     pub(super) woken: bool,
     /// A nap's thread found a peer's poller on its CPU after it (or did not sleep).
     pub(super) shared: bool,
+    /// It slept (nothing was ready).
+    pub(super) slept: bool,
 }
 
 impl Shared {
@@ -322,6 +352,10 @@ impl Shared {
             self.finish(st, &mut out);
         }
         self.blocked.store(0, Ordering::Release);
-        Some(Slept { woken, shared })
+        Some(Slept {
+            woken,
+            shared,
+            slept: !ready,
+        })
     }
 }
