@@ -347,6 +347,12 @@ impl DataPath {
         cpu.is_some() && self.tx.consumer_cpu() == cpu
     }
 
+    /// Announces the CPU this side's polling thread runs on (see [`DataPath::share_cpu`]).
+    #[inline]
+    pub fn announce_cpu(&mut self, cpu: Option<u32>) {
+        self.rx.announce_cpu(cpu);
+    }
+
     /// Withdraws the wake-up request.
     pub fn disarm(&mut self) {
         self.rx.disarm();

@@ -572,6 +572,7 @@ impl Consumer {
 
     /// Announces the CPU this side's polling thread runs on (`None`: not polling, asleep in a
     /// wait). Stores only if it changed since the last call: the producer reads that line.
+    #[inline]
     pub fn announce_cpu(&mut self, cpu: Option<u32>) {
         let v = cpu.map_or(0, |c| u64::from(c) + 1);
         if v != self.announced_cpu {

@@ -8,9 +8,13 @@
 //! it guess right on one core also kept a pair that merely *started* on one core of two there
 //! (`BENCHMARKS.md`, session 7).
 //!
-//! So each side says where it polls: every [`CHECK_EVERY`]th empty poll in a row looks at the
-//! CPU it runs on (`sched_getcpu`: a thread-local load), announces it in the connection's
-//! segment (a store only when it changed) and reads the peer's. When [`SHARED_LOOKS`] looks
+//! So each side says where it polls: a poll that takes records from a connection announces
+//! the CPU it runs on in the connection's segment (`sched_getcpu`: with glibc's restartable
+//! sequences a thread-local load; a store only when it changed), so an active peer's
+//! announcement is never older than its last message (an announcement made only by long
+//! waits went stale in a pair that later ran apart, and made it nap and yield for
+//! nothing). Every [`CHECK_EVERY`]th empty poll in a row looks: it announces its CPU too and
+//! reads the peer's. When [`SHARED_LOOKS`] looks
 //! in a row find both on one CPU, the poll *naps*: it arms the rings and sleeps on their
 //! eventfds ([`Shared::sleep_on_rings`]), for at most [`NAP`]. The peer's next record sees
 //! the armed flag and writes the eventfd, and the kernel's wake-up path places the woken
