@@ -156,6 +156,18 @@ pub fn current_cpu() -> Option<u32> {
     u32::try_from(unsafe { libc::sched_getcpu() }).ok()
 }
 
+/// True if the calling thread may run on one CPU only (`sched_getaffinity`; false if the
+/// kernel does not say).
+pub fn pinned_to_one_cpu() -> bool {
+    // SAFETY: a zeroed cpu_set_t is the empty set, filled by the kernel below.
+    let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
+    // SAFETY: asks the calling thread's (pid 0) affinity into `set`, of the size given.
+    let rc =
+        unsafe { libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut set) };
+    // SAFETY: counts the bits of the set filled above.
+    rc == 0 && unsafe { libc::CPU_COUNT(&set) } == 1
+}
+
 /// Resets an eventfd to zero; returns true if it was not (a wake-up was taken).
 pub fn drain(fd: BorrowedFd<'_>) -> bool {
     let mut v: u64 = 0;

@@ -12,21 +12,26 @@
 //! the CPU it runs on in the connection's segment (`sched_getcpu`: with glibc's restartable
 //! sequences a thread-local load; a store only when it changed), so an active peer's
 //! announcement is never older than its last message (an announcement made only by long
-//! waits went stale in a pair that later ran apart, and made it nap and yield for
-//! nothing). Every [`CHECK_EVERY`]th empty poll in a row looks: it announces its CPU too and
-//! reads the peer's. When [`SHARED_LOOKS`] looks
-//! in a row find both on one CPU, the poll *naps*: it arms the rings and sleeps on their
-//! eventfds ([`Shared::sleep_on_rings`]), for at most [`NAP`]. The peer's next record sees
-//! the armed flag and writes the eventfd, and the kernel's wake-up path places the woken
-//! thread again: beside a busy CPU it picks an idle one in the same cache domain, which is
-//! what spreads a pair that started on one core of two. After the nap the thread announces
-//! its CPU again. Moved apart, it polls as before. Still beside its peer (both pinned to one
-//! CPU, or no CPU idle), it *yields* on every empty poll instead, which hands the CPU over
-//! per message for about one system call (a nap per message cost 7-12 us per message on one
-//! core here, the yields about 1.7), and naps again after [`NAP_EVERY`] looks that still
-//! find the CPU shared: the next chance to be placed apart. (Session 7's yields without
-//! naps kept the two-core pair on one core.)
+//! waits went stale in a pair that later ran apart). Every [`CHECK_EVERY`]th empty poll in
+//! a row *looks*: it announces its CPU too and reads the peer's. When [`SHARED_LOOKS`] looks
+//! in a row find both on one CPU **and the thread may run on that CPU only** (its affinity,
+//! asked every [`ASK_EVERY`] such looks), the poll *naps*: it arms the rings and sleeps on
+//! their eventfds ([`Shared::sleep_on_rings`]), for at most [`NAP`], and the peer's next
+//! record sees the armed flag and wakes it through the eventfd. Then, while both stay there,
+//! it *yields* on every empty poll but a wait's first instead (one system call hands the
+//! CPU over: a nap per message cost 7-12 us per message on one core here, yields about
+//! 1.7), napping again after [`NAP_EVERY`] looks (a way out of any bad yielding state).
 //!
+//! Only pinned threads: a thread that may run elsewhere keeps the base behaviour exactly.
+//! Naps were meant to let the kernel's wake-up path place a pair that started on one core
+//! of two apart (it picks an idle CPU of the cache domain for a wakee whose CPU is busy),
+//! but on this VM they did the opposite: in quiet `datperf compare` runs the in-process
+//! send/recv pair stayed on one CPU at 1.64-1.67 us (base 0.24-0.46 in the same sitting),
+//! and `examples/glued_start.rs` (a pair pinned to CPU 0, then released) stayed on CPU 0
+//! through hundreds of naps, each woken on CPU 0. A napping pair has one runnable thread at
+//! a time, so the idle CPU's load balancer finds nothing to pull either, while two threads
+//! that spin or yield are both runnable and one gets pulled (session 8, `BENCHMARKS.md`).
+
 //! A nap ends when a record wakes it, at [`NAP`], or when another thread made upcalls that
 //! may have queued what the poll waits for, where no ring wake-up will announce it again:
 //! the provider thread (which pumps every millisecond while the application polls, and
@@ -35,8 +40,8 @@
 //! start when the count moved since the poll before it. (Without this, session 7's nap from
 //! `dequeue` slept its timeout out whenever the provider thread had taken the message.)
 //!
-//! Pollers on different CPUs never nap and store nothing in the segment: an empty poll
-//! counts in thread-locals, and a look makes a few loads. A thread asleep
+//! Pollers on different CPUs never nap: an empty poll counts in thread-locals, a look makes a
+//! few loads, and a poll that takes records reads its CPU. A thread asleep
 //! in a wait (`Transport::block` from `dat_evd_wait`) announces no CPU, so a poller does not
 //! nap for a peer that does not poll.
 
@@ -75,6 +80,23 @@ struct Looks {
     shared: u32,
     /// Looks that found the CPU shared since the last nap.
     since_nap: u32,
+    /// The thread may run on one CPU only, as of the last question.
+    pinned: bool,
+    /// Looks until the affinity is asked again.
+    ask_in: u32,
+}
+
+/// Looks that found the CPU shared between two questions of the thread's affinity.
+const ASK_EVERY: u32 = 64;
+
+/// True if the calling thread may run on one CPU only (asked every [`ASK_EVERY`] calls).
+fn pinned(looks: &mut Looks) -> bool {
+    if looks.ask_in == 0 {
+        looks.pinned = sys::pinned_to_one_cpu();
+        looks.ask_in = ASK_EVERY;
+    }
+    looks.ask_in -= 1;
+    looks.pinned
 }
 
 thread_local! {
@@ -88,6 +110,8 @@ thread_local! {
         Cell::new(Looks {
             shared: 0,
             since_nap: 0,
+            pinned: false,
+            ask_in: 0,
         })
     };
     /// This thread naps: its own upcalls need not end the nap.
@@ -176,7 +200,7 @@ impl ShmIa {
     /// yields per empty poll cost one-core pairs 2.8-4.9 us per message instead of 1.7).
     fn look(&self, p: u32, since: u64, fresh: bool) -> bool {
         let mut looks = LOOKS.get();
-        if !self.shared.share_cpu() {
+        if !self.shared.share_cpu() || !pinned(&mut looks) {
             looks.shared = 0;
             LOOKS.set(looks);
             POLLS.set(p & !YIELDING);
