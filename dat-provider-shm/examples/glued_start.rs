@@ -31,7 +31,10 @@ const PHASES: usize = 5;
 fn pin(cpu: Option<usize>) {
     // SAFETY: a zeroed cpu_set_t is the empty set; CPU_SET writes only inside it.
     let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
-    let n = std::thread::available_parallelism().map_or(1, |n| n.get());
+    // Not `available_parallelism`: it counts the calling thread's current affinity, which is
+    // CPU 0 alone once pinned.
+    // SAFETY: plain query without pointers.
+    let n = usize::try_from(unsafe { libc::sysconf(libc::_SC_NPROCESSORS_ONLN) }).unwrap_or(1);
     for c in cpu.map_or(0..n, |c| c..c + 1) {
         // SAFETY: as above (`c` is below CPU_SETSIZE on any machine this runs on).
         unsafe { libc::CPU_SET(c, &mut set) };

@@ -25,12 +25,12 @@
 //! Only pinned threads: a thread that may run elsewhere keeps the base behaviour exactly.
 //! Naps were meant to let the kernel's wake-up path place a pair that started on one core
 //! of two apart (it picks an idle CPU of the cache domain for a wakee whose CPU is busy),
-//! but on this VM they did the opposite: in quiet `datperf compare` runs the in-process
-//! send/recv pair stayed on one CPU at 1.64-1.67 us (base 0.24-0.46 in the same sitting),
-//! and `examples/glued_start.rs` (a pair pinned to CPU 0, then released) stayed on CPU 0
-//! through hundreds of naps, each woken on CPU 0. A napping pair has one runnable thread at
-//! a time, so the idle CPU's load balancer finds nothing to pull either, while two threads
-//! that spin or yield are both runnable and one gets pulled (session 8, `BENCHMARKS.md`).
+//! but in the two quiet `datperf compare` runs of that build the in-process send/recv pair
+//! stayed on one CPU at 1.54-1.67 us (base 0.24-0.48 in the same sitting), although
+//! `examples/glued_start.rs` (a pair pinned to CPU 0, then released) was spread by them in
+//! 3 of 3 runs. The wake-up path moves a wakee only to an idle CPU, and a napping pair has
+//! one runnable thread at a time, so the idle CPU's load balancer finds nothing to pull,
+//! while two threads that spin or yield are both runnable (session 8, `BENCHMARKS.md`).
 
 //! A nap ends when a record wakes it, at [`NAP`], or when another thread made upcalls that
 //! may have queued what the poll waits for, where no ring wake-up will announce it again:
