@@ -339,6 +339,20 @@ impl DataPath {
         ready || self.completable()
     }
 
+    /// Announces the CPU this side's polling thread runs on (`None`: it sleeps in a wait) and
+    /// returns true if the peer's polling thread announced the same one: both poll on one
+    /// CPU, where spinning only keeps the CPU from the peer (see `ia::nap`).
+    pub fn share_cpu(&mut self, cpu: Option<u32>) -> bool {
+        self.rx.announce_cpu(cpu);
+        cpu.is_some() && self.tx.consumer_cpu() == cpu
+    }
+
+    /// Announces the CPU this side's polling thread runs on (see [`DataPath::share_cpu`]).
+    #[inline]
+    pub fn announce_cpu(&mut self, cpu: Option<u32>) {
+        self.rx.announce_cpu(cpu);
+    }
+
     /// Withdraws the wake-up request.
     pub fn disarm(&mut self) {
         self.rx.disarm();

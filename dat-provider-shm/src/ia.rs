@@ -14,7 +14,7 @@ use std::cell::Cell;
 use std::collections::VecDeque;
 use std::os::fd::{AsFd, OwnedFd};
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
@@ -43,12 +43,14 @@ use dat_core::flag_lock::{FlagGuard, FlagLock};
 mod active;
 mod close;
 mod eps;
+mod nap;
 mod slab;
 mod transport;
 mod turns;
 
 use active::Retry;
 use eps::EpTable;
+pub use nap::{NapCounts, nap_counts};
 use slab::Slab;
 use turns::{Tickets, Turns};
 
@@ -200,8 +202,9 @@ pub(crate) struct Shared {
     app_epoll: Epoll,
     /// Ends a `Transport::block` (`Transport::unblock`).
     app_wake: OwnedFd,
-    /// 1 while an application thread sleeps in `Transport::block` (one at a time): the
+    /// Non-zero while an application thread sleeps on the rings (one at a time): the
     /// provider thread then lets the peers wake it (it does not count it as polling).
+    /// `nap::WAITING` for a waiter in `Transport::block`, `nap::NAPPING` for a poll's nap.
     blocked: AtomicU32,
     /// The provider thread armed the rings and sleeps until a peer wakes it (written under
     /// the state lock). A peer's wake-up is one token per arming (it clears the ring's
@@ -214,6 +217,8 @@ pub(crate) struct Shared {
     /// Set by every `progress` call (one relaxed store: no clock read on the polling path),
     /// cleared by the provider thread.
     polled: AtomicBool,
+    /// Batches of upcalls made so far (written under the upcall turn; see `nap`).
+    deliveries: AtomicU64,
     probe: Box<u64>,
 }
 
@@ -284,6 +289,7 @@ impl ShmIa {
             parked: AtomicBool::new(false),
             stop: AtomicBool::new(false),
             polled: AtomicBool::new(false),
+            deliveries: AtomicU64::new(0),
             probe: Box::new(wire::PROBE_VALUE),
         });
         let s2 = shared.clone();
@@ -330,11 +336,12 @@ impl Shared {
             if let Some(up) = out.pop() {
                 up.run();
             }
-            return;
+        } else {
+            DELIVERING.with(|f| f.set(true));
+            out.drain(..).for_each(Up::run);
+            DELIVERING.with(|f| f.set(false));
         }
-        DELIVERING.with(|f| f.set(true));
-        out.drain(..).for_each(Up::run);
-        DELIVERING.with(|f| f.set(false));
+        self.delivered();
     }
 
     /// True if a poll that found work under the state lock should move it: nobody else is
@@ -657,14 +664,19 @@ impl Shared {
             }
             let mut st = self.enter();
             self.parked.store(false, Ordering::Relaxed);
+            // A ring's wake-up drained here while a poll naps was meant for it as much
+            // (both sleep on the same eventfds): it is woken below, after the pump.
+            let mut drained = false;
             for t in tokens.drain(..) {
                 match (t & !TOK_MASK, t & TOK_MASK) {
-                    (TOK_WAKE, _) => sys::drain(self.wake.as_fd()),
+                    (TOK_WAKE, _) => {
+                        sys::drain(self.wake.as_fd());
+                    }
                     (TOK_LISTEN, sp) => self.on_listen(&mut st, SpId(sp as u32)),
                     (TOK_SOCK, id) => self.on_sock(&mut st, id, &mut out),
                     (TOK_EFD, id) => {
                         if let Some(d) = st.conns.get(&id).and_then(|c| c.data.as_ref()) {
-                            sys::drain(d.my_efd.as_fd());
+                            drained |= sys::drain(d.my_efd.as_fd());
                         }
                     }
                     _ => {}
@@ -712,7 +724,12 @@ impl Shared {
             // next message reaches this thread only through a peer's wake-up.
             self.parked
                 .store(timeout != 0 && !app_active && !spinning, Ordering::Relaxed);
+            // (Upcalls wake it in `finish`.)
+            let quiet = out.is_empty();
             self.finish(st, &mut out);
+            if drained && quiet && self.blocked.load(Ordering::Acquire) == nap::NAPPING {
+                sys::signal(self.app_wake.as_fd());
+            }
             // `close` sets `stop`, then pokes: a poke that came before this pass drained the
             // wake-up token is gone, so look again before sleeping (a later poke wakes us).
             if self.stop.load(Ordering::Acquire) {

@@ -80,7 +80,7 @@ pub mod ring;
 mod sys;
 mod wire;
 
-pub use ia::{Params, ShmIa};
+pub use ia::{NapCounts, Params, ShmIa, nap_counts};
 
 /// Name of the provider-specific attribute that reports the RDMA mode: `"cma"` (one copy by
 /// cross-memory attach) or `"copy"` (through the ring).

@@ -10,8 +10,11 @@
 //! A ring control block holds three words on separate cache lines: `head` (written by the
 //! consumer: records it has taken and handed back), `sleeping` (the consumer asks to be woken
 //! through its eventfd) and `starved` (the producer waits for the head to move: for room, or
-//! for the completions of its requests). (The first line, once the producer's `tail`, is
-//! unused since version 2.)
+//! for the completions of its requests). The first line (once the producer's `tail`, unused
+//! in version 2) holds `cpu` since session 8: the CPU the consumer's polling thread last ran
+//! on, plus one (0: unknown, or the consumer sleeps in a wait), written only when it
+//! changes; the producer reads it to tell whether both pollers share one CPU (see
+//! `ia::nap`). A peer that does not write it reads as unknown: nothing changes.
 //!
 //! A slot starts with one cache line: a 48-byte [`Rec`] header, up to [`INLINE`] payload bytes,
 //! and the record's 8-byte sequence number. The producer publishes a record by storing its
@@ -291,6 +294,8 @@ pub struct Consumer {
     head: u64,
     /// The head the producer last saw.
     published_head: u64,
+    /// The `cpu` word as this side last wrote it.
+    announced_cpu: u64,
 }
 
 /// Both ends of a connection's rings as seen from one side.
@@ -309,6 +314,7 @@ pub fn ends(seg: &Arc<Segment>, requester: bool) -> (Producer, Consumer) {
         slots: Slots::new(seg, rx),
         head: 0,
         published_head: 0,
+        announced_cpu: 0,
     };
     (p, c)
 }
@@ -425,6 +431,16 @@ impl Producer {
             .word(self.seg.ctl(self.ring) + 192)
             .store(1, Ordering::Relaxed);
         store_load_fence();
+    }
+
+    /// The CPU the consumer's polling thread last announced (see the layout notes), if any.
+    /// One load of a line the consumer writes only when its thread moves.
+    pub fn consumer_cpu(&self) -> Option<u32> {
+        let v = self
+            .seg
+            .word(self.seg.ctl(self.ring))
+            .load(Ordering::Relaxed);
+        v.checked_sub(1).and_then(|c| u32::try_from(c).ok())
     }
 
     /// After publishing: true if the consumer sleeps and must be woken (clears its flag).
@@ -554,6 +570,19 @@ impl Consumer {
         self.published()
     }
 
+    /// Announces the CPU this side's polling thread runs on (`None`: not polling, asleep in a
+    /// wait). Stores only if it changed since the last call: the producer reads that line.
+    #[inline]
+    pub fn announce_cpu(&mut self, cpu: Option<u32>) {
+        let v = cpu.map_or(0, |c| u64::from(c) + 1);
+        if v != self.announced_cpu {
+            self.announced_cpu = v;
+            self.seg
+                .word(self.seg.ctl(self.ring))
+                .store(v, Ordering::Relaxed);
+        }
+    }
+
     /// Withdraws the request to be woken. (Stores only if it was set: the producer reads
     /// that line after every record it publishes; a store would pull it over here.)
     pub fn disarm(&mut self) {
@@ -653,6 +682,23 @@ mod tests {
         assert!(tx.consumer_needs_wake());
         assert!(!tx.consumer_needs_wake());
         assert!(rx.arm(), "a record is pending");
+    }
+
+    #[test]
+    fn the_consumer_announces_its_cpu_to_the_producer() {
+        let (a, b) = pair(4, 256);
+        let (tx, mut rx_other) = ends(&a, true);
+        let (_, mut rx) = ends(&b, false);
+        assert_eq!(tx.consumer_cpu(), None, "nothing announced yet");
+        rx.announce_cpu(Some(0));
+        assert_eq!(tx.consumer_cpu(), Some(0), "CPU 0 is not 'unknown'");
+        rx.announce_cpu(Some(7));
+        assert_eq!(tx.consumer_cpu(), Some(7));
+        // The other ring's consumer (the requester's side) announces into its own ring.
+        rx_other.announce_cpu(Some(3));
+        assert_eq!(tx.consumer_cpu(), Some(7));
+        rx.announce_cpu(None);
+        assert_eq!(tx.consumer_cpu(), None, "asleep in a wait");
     }
 
     #[test]

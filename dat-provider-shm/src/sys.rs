@@ -148,11 +148,31 @@ pub fn signal(fd: BorrowedFd<'_>) {
     unsafe { libc::write(fd.as_raw_fd(), (&raw const one).cast(), 8) };
 }
 
-/// Resets an eventfd to zero.
-pub fn drain(fd: BorrowedFd<'_>) {
+/// The CPU the calling thread runs on (`sched_getcpu`: with glibc's restartable sequences a
+/// load from thread-local memory, else the vDSO's `getcpu`, never a system call here);
+/// `None` if the kernel does not say.
+pub fn current_cpu() -> Option<u32> {
+    // SAFETY: takes no argument and only reads the calling thread's state.
+    u32::try_from(unsafe { libc::sched_getcpu() }).ok()
+}
+
+/// True if the calling thread may run on one CPU only (`sched_getaffinity`; false if the
+/// kernel does not say).
+pub fn pinned_to_one_cpu() -> bool {
+    // SAFETY: a zeroed cpu_set_t is the empty set, filled by the kernel below.
+    let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
+    // SAFETY: asks the calling thread's (pid 0) affinity into `set`, of the size given.
+    let rc =
+        unsafe { libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut set) };
+    // SAFETY: counts the bits of the set filled above.
+    rc == 0 && unsafe { libc::CPU_COUNT(&set) } == 1
+}
+
+/// Resets an eventfd to zero; returns true if it was not (a wake-up was taken).
+pub fn drain(fd: BorrowedFd<'_>) -> bool {
     let mut v: u64 = 0;
     // SAFETY: reads 8 bytes into a valid local from a descriptor we hold (non-blocking).
-    unsafe { libc::read(fd.as_raw_fd(), (&raw mut v).cast(), 8) };
+    unsafe { libc::read(fd.as_raw_fd(), (&raw mut v).cast(), 8) == 8 }
 }
 
 fn sockaddr(path: &Path) -> io::Result<(libc::sockaddr_un, libc::socklen_t)> {

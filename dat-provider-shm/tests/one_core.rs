@@ -5,10 +5,9 @@
 //!
 //! Its own test binary: the counts are per process.
 //!
-//! Ignored: the collapse is not fixed (dat-provider-shm/BENCHMARKS.md, session 7: the fixes
-//! tried kept two pollers that started on one core of two there). It fails today with
-//! hundreds of slice waits; run it with `cargo test -p dat-provider-shm --test one_core --
-//! --ignored` against a fix.
+//! It failed with hundreds of slice waits before session 8 (dat-provider-shm/BENCHMARKS.md):
+//! since then a poll that finds the peer's polling thread on its CPU naps on the rings and
+//! the peer's next record wakes it (`ia/nap.rs`), which the naps counted here show too.
 
 mod common;
 
@@ -63,7 +62,6 @@ fn poll_recv(evd: &Evd) {
 }
 
 #[test]
-#[ignore = "known: two pollers on one core still collapse (issue 5, BENCHMARKS session 7)"]
 fn two_pollers_on_one_core_hand_it_over_per_message() {
     // Both IAs' provider threads and the echo thread start after this: all on one CPU.
     pin_here();
@@ -129,11 +127,21 @@ fn two_pollers_on_one_core_hand_it_over_per_message() {
     .unwrap();
     echo.join().unwrap();
     let slices = after.slice_waits - before.slice_waits;
+    let naps = dat_provider_shm::nap_counts();
     // Collapsed: about one per message of the thread that was not found contended. Handed
     // over: none, or a few (a wait that met a preemption).
     assert!(
         slices <= ROUND_TRIPS / 20,
-        "{slices} waits of {} messages spun through a slice ({before:?} -> {after:?})",
+        "{slices} waits of {} messages spun through a slice ({before:?} -> {after:?}, {naps:?})",
         2 * ROUND_TRIPS
+    );
+    // The pollers napped, and the naps were ended by the peer's records (or by the upcalls
+    // of the provider thread that took them first), not by their timeout: a nap that slept
+    // its millisecond out would be a slice wait of another kind. Pinned, no nap moved them
+    // apart: they handed the CPU over by yields between the naps.
+    assert!(naps.naps > 0 && naps.yields > 0, "{naps:?}");
+    assert!(
+        naps.slept_out <= 2.max(naps.slept / 20),
+        "naps slept out: {naps:?}"
     );
 }

@@ -20,7 +20,7 @@ fn queue_full() -> DatError {
 
 impl ShmIa {
     /// [`Transport::progress`]; `None` when another thread holds the state or delivers.
-    fn poll(&self) -> Option<bool> {
+    pub(super) fn poll(&self) -> Option<bool> {
         let sh = &self.shared;
         sh.polled.store(true, Ordering::Relaxed);
         // A look at the rings first, under the state lock alone: most polls find nothing
@@ -57,11 +57,17 @@ impl ShmIa {
         let mut out = Ups::new();
         let mut any = false;
         let mut broken = Vec::new();
+        // Where this poller runs, told to the peers it takes records from (a store only when
+        // it moved): their naps must not go by where it polled long ago (`nap`).
+        let cpu = sys::current_cpu();
         for (i, e) in rest.iter_mut().enumerate() {
             let Some((id, c)) = e else { continue };
             closing |= c.closing.is_some();
             if i > 0 && !work(c) {
                 continue;
+            }
+            if let Some(d) = c.data.as_mut() {
+                d.announce_cpu(cpu);
             }
             match super::pump_conn(c, eps, srqs, &sh.mem, &mut out) {
                 Ok(moved) => any |= moved,
@@ -491,7 +497,7 @@ impl Transport for ShmIa {
     }
 
     fn progress(&self) -> bool {
-        self.poll().unwrap_or(false)
+        self.progress_or_nap()
     }
 
     fn retired_unreported(&self, ep: EpId) -> u64 {
@@ -504,71 +510,14 @@ impl Transport for ShmIa {
             .map_or(0, |d| d.retired_unreported())
     }
 
-    /// Arms every connected ring and sleeps on their eventfds (and the unblock eventfd), then
-    /// moves data on the calling thread: completions reach the waiter's EVD from its own
-    /// thread, with no hand-off from the provider thread.
-    ///
-    /// One thread of the IA at a time: its waiters share one unblock eventfd, and epoll wakes
-    /// one sleeper per event, so a second one could sleep through the wake-up meant for it.
-    /// The others are told `false` and sleep on their EVDs (woken by the upcalls).
+    /// Sleeps on the rings' wake-ups (see `Shared::sleep_on_rings`): completions reach
+    /// the waiter's EVD from its own thread, with no hand-off from the provider thread. One
+    /// thread of the IA at a time; the others are told `false` and sleep on their EVDs
+    /// (woken by the upcalls).
     fn block(&self, timeout: Duration) -> bool {
-        let sh = &self.shared;
-        if !sh.params.wait_in_provider
-            || sh.stop.load(Ordering::Acquire)
-            || sh
-                .blocked
-                .compare_exchange(0, 1, Ordering::AcqRel, Ordering::Acquire)
-                .is_err()
-        {
-            return false;
-        }
-        let mut out = Ups::new();
-        let mut st = sh.enter();
-        let mut ready = sh.pump_all(&mut st, &mut out) || !out.is_empty();
-        if !ready {
-            for c in st.conns.values_mut() {
-                if let (Phase::Connected, Some(d)) = (&c.phase, c.data.as_mut()) {
-                    // True: something arrived before the peer could see the request.
-                    ready |= d.arm();
-                }
-            }
-        }
-        sh.finish(st, &mut out);
-        if !ready {
-            let ms = timeout.as_nanos().div_ceil(1_000_000).min(i32::MAX as u128) as i32;
-            let mut tokens = Vec::new();
-            sh.app_epoll.wait(&mut tokens, ms);
-            let mut st = sh.enter();
-            let mut consumed = false;
-            for t in tokens {
-                if t == TOK_WAKE {
-                    sys::drain(sh.app_wake.as_fd());
-                } else if let Some(d) = st.conns.get(&(t & TOK_MASK)).and_then(|c| c.data.as_ref())
-                {
-                    // The pump below takes what it announced (on every connection).
-                    sys::drain(d.my_efd.as_fd());
-                    consumed = true;
-                }
-            }
-            sh.pump_all(&mut st, &mut out);
-            // The wake-up just drained was the provider thread's too (see `Shared::parked`):
-            // arm the rings again on its behalf, and wake it if something slipped in before
-            // the peers could see the flags.
-            if consumed && sh.parked.load(Ordering::Relaxed) {
-                let mut missed = false;
-                for c in st.conns.values_mut() {
-                    if let (Phase::Connected, Some(d)) = (&c.phase, c.data.as_mut()) {
-                        missed |= d.arm();
-                    }
-                }
-                if missed {
-                    sh.poke();
-                }
-            }
-            sh.finish(st, &mut out);
-        }
-        sh.blocked.store(0, Ordering::Release);
-        true
+        self.shared
+            .sleep_on_rings(timeout, super::nap::WAITING, None)
+            .is_some()
     }
 
     fn unblock(&self) {
