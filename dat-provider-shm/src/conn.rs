@@ -237,6 +237,31 @@ impl DataPath {
         self.retire_quiet();
     }
 
+    /// [`DataPath::post`] of a send that fits one slot with nothing queued before it (the
+    /// common case), from a reference: nothing of the work request is kept once its record
+    /// is in the ring, so it is not moved (into this call, then into the push: 128 bytes
+    /// each); the caller drops it. Returns false, having done nothing, for any other
+    /// request, or when the ring is full: the caller then hands it to [`DataPath::post`].
+    pub fn post_small(&mut self, wr: &WorkRequest) -> bool {
+        let total = wr.len();
+        if wr.op != PostOp::Send
+            || total > self.tx.payload_cap() as u64
+            || self.tx_pos != 0
+            || !self.unsent.is_empty()
+            || !self.resps.is_empty()
+            || !push::push_small(&mut self.tx, self.rx.head(), wr, total)
+        {
+            return false;
+        }
+        let held = self.note_sent(wr, &push::Pushed::small_send(total));
+        debug_assert!(!held, "a send in one record names no memory");
+        if self.tx.consumer_needs_wake() {
+            sys::signal(self.peer_efd.as_fd());
+        }
+        self.retire_quiet();
+        true
+    }
+
     /// True if a pump could move something: a record waits (other than a send held back for
     /// want of a receive), output is queued, or requests are complete.
     pub fn has_work(&mut self) -> bool {

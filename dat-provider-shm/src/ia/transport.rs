@@ -420,7 +420,9 @@ impl Transport for ShmIa {
                 if d.outstanding() >= MAX_QUEUED {
                     return Err(queue_full());
                 }
-                d.post(wr);
+                if !d.post_small(&wr) {
+                    d.post(wr);
+                }
                 return Ok(());
             }
         }
