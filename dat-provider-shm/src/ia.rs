@@ -732,6 +732,7 @@ impl Shared {
 }
 
 /// Moves data on one connection if it is connected (see [`DataPath::pump`]).
+#[inline(always)]
 fn pump_conn(
     c: &mut Conn,
     eps: &mut EpTable<ShmEp>,
