@@ -264,6 +264,7 @@ impl DataPath {
 
     /// True if a pump could move something: a record waits (other than a send held back for
     /// want of a receive), output is queued, or requests are complete.
+    #[inline]
     pub fn has_work(&mut self) -> bool {
         (!self.blocked && self.rx.ready())
             || !self.resps.is_empty()
