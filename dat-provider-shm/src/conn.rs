@@ -314,6 +314,7 @@ impl DataPath {
 
     /// Processes incoming records, then pushes queued output. Returns whether anything moved,
     /// or [`Fatal`] when the connection must break (responses already queued are pushed).
+    #[inline(always)]
     pub fn pump(
         &mut self,
         ep: &mut EpView<'_>,
