@@ -44,6 +44,7 @@
 
 use std::collections::VecDeque;
 use std::os::fd::{AsFd, OwnedFd};
+use std::ptr::NonNull;
 use std::sync::{Arc, RwLock};
 
 use dat_core::mem::{MemTable, SegList, Segment};
@@ -72,10 +73,28 @@ const HEAD_POLLS: u32 = 16;
 /// Upcalls collected under the lock (inline: no allocation per message).
 pub type Ups = smallvec::SmallVec<[Up; 8]>;
 
+/// An endpoint's upcalls named by address, without a reference count (see
+/// `ia/graveyard.rs`): valid until the batch of upcalls it was collected into under the state
+/// lock has been made, because an endpoint removed from the state meanwhile leaves its
+/// upcalls in the IA's graveyard until then.
+#[derive(Clone, Copy)]
+pub struct UpcallsRef(NonNull<dyn EpUpcalls>);
+
+impl UpcallsRef {
+    /// The upcalls `u` by address.
+    #[inline]
+    pub fn of(u: &Arc<dyn EpUpcalls>) -> UpcallsRef {
+        UpcallsRef(NonNull::from(&**u))
+    }
+}
+
 /// An upcall to make once the provider's lock is released.
 pub enum Up {
     /// A DTO completion.
     Done(Arc<dyn EpUpcalls>, Completion),
+    /// The completion of a receive by a message (the hot path), its endpoint's upcalls named
+    /// by address: no atomic increment and decrement of their `Arc` per message.
+    Received(UpcallsRef, Completion),
     /// A connection fact.
     Cm(Arc<dyn EpUpcalls>, CmFact),
     /// A connection request (boxed: rare, and it would double the size of every entry).
@@ -90,6 +109,10 @@ impl Up {
     pub fn run(self) {
         match self {
             Up::Done(u, c) => u.completion(c),
+            // SAFETY: collected under the state lock from an endpoint in the state, and made
+            // within the turn of the batch it is in (`Shared::finish`); an endpoint removed
+            // since keeps its upcalls in the graveyard until that batch has been made.
+            Up::Received(u, c) => unsafe { u.0.as_ref() }.completion(c),
             Up::Cm(u, f) => u.cm(f),
             Up::Req(u, r) => u.connection_request(*r),
             Up::Retired(u, n) => u.retired(n),
@@ -497,7 +520,7 @@ impl DataPath {
                     wr.completion(DtoStatus::LocalLength, 0)
                 };
                 ep.recvs.pop_front();
-                out.push(Up::Done(ep.upcalls.clone(), done));
+                out.push(Up::Received(UpcallsRef::of(ep.upcalls), done));
                 if !fits {
                     self.ack(SEND_ACK, DtoStatus::RemoteResponder);
                     return Err(Fatal);

@@ -42,6 +42,7 @@ use state_lock::{StateGuard, StateLock};
 mod active;
 mod close;
 mod eps;
+mod graveyard;
 mod slab;
 mod state_lock;
 mod transport;
@@ -49,6 +50,7 @@ mod turns;
 
 use active::Retry;
 use eps::EpTable;
+use graveyard::Graveyard;
 use slab::Slab;
 use turns::{Tickets, Turns};
 
@@ -176,6 +178,8 @@ struct State {
     next_any: u64,
     /// Tickets of the upcall batches collected so far (see `turns`).
     tickets: Tickets,
+    /// Upcalls of removed endpoints that pending batches may still name (see `graveyard`).
+    graveyard: Graveyard,
 }
 
 /// What the transport and its provider thread share.
@@ -323,7 +327,7 @@ impl Shared {
         let ticket = st.tickets.take();
         drop(st);
         let _turn = self.turns.wait(ticket);
-        if out.len() == 1 && matches!(out[0], Up::Done(..) | Up::Retired(..)) {
+        if out.len() == 1 && matches!(out[0], Up::Done(..) | Up::Received(..) | Up::Retired(..)) {
             // One completion (a poll that found a message) or count of retired requests:
             // the facade never calls back into the transport from either upcall, so no
             // re-entry mark is needed.
@@ -657,6 +661,9 @@ impl Shared {
             }
             let mut st = self.enter();
             self.parked.store(false, Ordering::Relaxed);
+            if !st.graveyard.is_empty() {
+                st.graveyard.sweep(self.turns.made());
+            }
             for t in tokens.drain(..) {
                 match (t & !TOK_MASK, t & TOK_MASK) {
                     (TOK_WAKE, _) => sys::drain(self.wake.as_fd()),
@@ -723,6 +730,15 @@ impl Shared {
             } else if spinning {
                 std::thread::yield_now();
             }
+        }
+    }
+
+    /// Puts the upcalls of endpoints just removed from the state into the graveyard: batches
+    /// collected before may name them by address (see `graveyard`).
+    fn bury(&self, st: &mut State, gone: impl IntoIterator<Item = ShmEp>) {
+        let (issued, made) = (st.tickets.issued(), self.turns.made());
+        for e in gone {
+            st.graveyard.bury(e.upcalls, issued, made);
         }
     }
 

@@ -123,7 +123,9 @@ impl Transport for ShmIa {
     }
 
     fn create_ep(&self, ep: EpId, cfg: &EpConfig, upcalls: Arc<dyn EpUpcalls>) -> DatResult<()> {
-        self.shared.state.lock().eps.insert(
+        let sh = &self.shared;
+        let mut st = sh.state.lock();
+        let old = st.eps.insert(
             ep,
             ShmEp {
                 upcalls: CountTakes::wrap(upcalls, cfg.srq, &self.ia_upcalls),
@@ -132,6 +134,7 @@ impl Transport for ShmIa {
                 conn: None,
             },
         );
+        sh.bury(&mut st, old);
         Ok(())
     }
 
@@ -165,7 +168,8 @@ impl Transport for ShmIa {
             }
             sh.teardown(&mut st, id, None, true, &mut Ups::new());
         }
-        st.eps.remove(&ep);
+        let gone = st.eps.remove(&ep);
+        sh.bury(&mut st, gone);
     }
 
     fn connect(
@@ -601,7 +605,8 @@ impl Transport for ShmIa {
             sh.teardown(&mut st, id, None, true, &mut Ups::new());
         }
         st.sps.clear(); // unlinks the rendezvous entries
-        st.eps.clear();
+        let gone = st.eps.clear();
+        sh.bury(&mut st, gone);
         st.crs.clear();
         st.retries.clear();
         // Memory a peer may still be copying into stays alive until the peer lets go
