@@ -9,6 +9,10 @@
 //! far, and they go once every batch ticketed before the removal has been made. A batch made
 //! inline by a thread already making upcalls runs within that thread's turn, so it is covered
 //! too.
+//!
+//! Kept upcalls are let go of at the next removal of an endpoint and by the provider thread's
+//! next pass (it passes right after making a batch of its own), at the latest with the IA's
+//! state. Nothing is kept unless an endpoint is removed while another thread makes upcalls.
 
 use std::sync::Arc;
 
