@@ -44,6 +44,7 @@
 
 use std::collections::VecDeque;
 use std::os::fd::{AsFd, OwnedFd};
+use std::ptr::NonNull;
 use std::sync::{Arc, RwLock};
 
 use dat_core::mem::{MemTable, SegList, Segment};
@@ -72,10 +73,28 @@ const HEAD_POLLS: u32 = 16;
 /// Upcalls collected under the lock (inline: no allocation per message).
 pub type Ups = smallvec::SmallVec<[Up; 8]>;
 
+/// An endpoint's upcalls named by address, without a reference count (see
+/// `ia/graveyard.rs`): valid until the batch of upcalls it was collected into under the state
+/// lock has been made, because an endpoint removed from the state meanwhile leaves its
+/// upcalls in the IA's graveyard until then.
+#[derive(Clone, Copy)]
+pub struct UpcallsRef(NonNull<dyn EpUpcalls>);
+
+impl UpcallsRef {
+    /// The upcalls `u` by address.
+    #[inline]
+    pub fn of(u: &Arc<dyn EpUpcalls>) -> UpcallsRef {
+        UpcallsRef(NonNull::from(&**u))
+    }
+}
+
 /// An upcall to make once the provider's lock is released.
 pub enum Up {
     /// A DTO completion.
     Done(Arc<dyn EpUpcalls>, Completion),
+    /// The completion of a receive by a message (the hot path), its endpoint's upcalls named
+    /// by address: no atomic increment and decrement of their `Arc` per message.
+    Received(UpcallsRef, Completion),
     /// A connection fact.
     Cm(Arc<dyn EpUpcalls>, CmFact),
     /// A connection request (boxed: rare, and it would double the size of every entry).
@@ -90,6 +109,10 @@ impl Up {
     pub fn run(self) {
         match self {
             Up::Done(u, c) => u.completion(c),
+            // SAFETY: collected under the state lock from an endpoint in the state, and made
+            // within the turn of the batch it is in (`Shared::finish`); an endpoint removed
+            // since keeps its upcalls in the graveyard until that batch has been made.
+            Up::Received(u, c) => unsafe { u.0.as_ref() }.completion(c),
             Up::Cm(u, f) => u.cm(f),
             Up::Req(u, r) => u.connection_request(*r),
             Up::Retired(u, n) => u.retired(n),
@@ -237,8 +260,38 @@ impl DataPath {
         self.retire_quiet();
     }
 
+    /// [`DataPath::post`] of a send that fits one slot with nothing queued before it (the
+    /// common case), from a reference: nothing of the work request is kept once its record
+    /// is in the ring, so it is not moved (into this call, then into the push: 128 bytes
+    /// each); the caller drops it. Returns false, having done nothing, for any other
+    /// request, or when the ring is full: the caller then hands it to [`DataPath::post`].
+    pub fn post_small(&mut self, wr: &WorkRequest) -> bool {
+        let total = wr.len();
+        if wr.op != PostOp::Send
+            || total > self.tx.payload_cap() as u64
+            || self.tx_pos != 0
+            || !self.unsent.is_empty()
+            || !self.resps.is_empty()
+            || !push::push_small(&mut self.tx, self.rx.head(), wr, total)
+        {
+            return false;
+        }
+        let held = self.note_sent(wr, &push::Pushed::small_send(total));
+        debug_assert!(!held, "a send in one record names no memory");
+        if self.tx.consumer_needs_wake() {
+            sys::signal(self.peer_efd.as_fd());
+        }
+        // The request just pushed ends past the head known: only older ones can retire (in
+        // a ping-pong the poll that brought the reply retired them already).
+        if self.sent.len() > 1 {
+            self.retire_quiet();
+        }
+        true
+    }
+
     /// True if a pump could move something: a record waits (other than a send held back for
     /// want of a receive), output is queued, or requests are complete.
+    #[inline]
     pub fn has_work(&mut self) -> bool {
         (!self.blocked && self.rx.ready())
             || !self.resps.is_empty()
@@ -288,6 +341,7 @@ impl DataPath {
 
     /// Processes incoming records, then pushes queued output. Returns whether anything moved,
     /// or [`Fatal`] when the connection must break (responses already queued are pushed).
+    #[inline(always)]
     pub fn pump(
         &mut self,
         ep: &mut EpView<'_>,
@@ -480,7 +534,7 @@ impl DataPath {
                     wr.completion(DtoStatus::LocalLength, 0)
                 };
                 ep.recvs.pop_front();
-                out.push(Up::Done(ep.upcalls.clone(), done));
+                out.push(Up::Received(UpcallsRef::of(ep.upcalls), done));
                 if !fits {
                     self.ack(SEND_ACK, DtoStatus::RemoteResponder);
                     return Err(Fatal);

@@ -43,6 +43,7 @@ use dat_core::flag_lock::{FlagGuard, FlagLock};
 mod active;
 mod close;
 mod eps;
+mod graveyard;
 mod nap;
 mod slab;
 mod transport;
@@ -50,6 +51,7 @@ mod turns;
 
 use active::Retry;
 use eps::EpTable;
+use graveyard::Graveyard;
 pub use nap::{NapCounts, nap_counts};
 use slab::Slab;
 use turns::{Tickets, Turns};
@@ -178,6 +180,8 @@ struct State {
     next_any: u64,
     /// Tickets of the upcall batches collected so far (see `turns`).
     tickets: Tickets,
+    /// Upcalls of removed endpoints that pending batches may still name (see `graveyard`).
+    graveyard: Graveyard,
 }
 
 /// What the transport and its provider thread share.
@@ -329,7 +333,7 @@ impl Shared {
         let ticket = st.tickets.take();
         drop(st);
         let _turn = self.turns.wait(ticket);
-        if out.len() == 1 && matches!(out[0], Up::Done(..) | Up::Retired(..)) {
+        if out.len() == 1 && matches!(out[0], Up::Done(..) | Up::Received(..) | Up::Retired(..)) {
             // One completion (a poll that found a message) or count of retired requests:
             // the facade never calls back into the transport from either upcall, so no
             // re-entry mark is needed.
@@ -664,6 +668,9 @@ impl Shared {
             }
             let mut st = self.enter();
             self.parked.store(false, Ordering::Relaxed);
+            if !st.graveyard.is_empty() {
+                st.graveyard.sweep(self.turns.made());
+            }
             // A ring's wake-up drained here while a poll naps was meant for it as much
             // (both sleep on the same eventfds): it is woken below, after the pump.
             let mut drained = false;
@@ -743,12 +750,22 @@ impl Shared {
         }
     }
 
+    /// Puts the upcalls of endpoints just removed from the state into the graveyard: batches
+    /// collected before may name them by address (see `graveyard`).
+    fn bury(&self, st: &mut State, gone: impl IntoIterator<Item = ShmEp>) {
+        let (issued, made) = (st.tickets.issued(), self.turns.made());
+        for e in gone {
+            st.graveyard.bury(e.upcalls, issued, made);
+        }
+    }
+
     fn ep_mut(st: &mut State, ep: EpId) -> DatResult<&mut ShmEp> {
         st.eps.get_mut(&ep).ok_or_else(invalid_state)
     }
 }
 
 /// Moves data on one connection if it is connected (see [`DataPath::pump`]).
+#[inline(always)]
 fn pump_conn(
     c: &mut Conn,
     eps: &mut EpTable<ShmEp>,

@@ -380,6 +380,7 @@ impl Producer {
     /// Writes one record of `rec.len` payload bytes (at most [`Producer::payload_cap`]),
     /// which `fill(dst, len)` copies to `dst`, and publishes it. Returns false if the ring is
     /// full.
+    #[inline]
     pub fn push(&mut self, rec: Rec, fill: impl FnOnce(*mut u8, usize)) -> bool {
         if !self.has_room() {
             return false;

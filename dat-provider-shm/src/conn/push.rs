@@ -132,7 +132,7 @@ impl DataPath {
     /// The compact entry of a request wholly pushed; returns whether its work request must
     /// be held (the ring names its memory).
     #[inline]
-    fn note_sent(&mut self, wr: &WorkRequest, p: &Pushed) -> bool {
+    pub(super) fn note_sent(&mut self, wr: &WorkRequest, p: &Pushed) -> bool {
         let held = matches!(p.kind, SEND_CMA | WRITE_CMA | READ);
         let s = Sent {
             end: self.tx.tail(),
@@ -159,6 +159,17 @@ pub(super) struct Pushed {
     by_data: bool,
 }
 
+impl Pushed {
+    /// A send of `total` bytes in one record ([`push_small`]).
+    pub(super) fn small_send(total: u64) -> Pushed {
+        Pushed {
+            kind: SEND,
+            total,
+            by_data: false,
+        }
+    }
+}
+
 /// Pushes the records of `wr` from `*tx_pos` on, each stamped with `ack`; returns how, once
 /// all are in the ring, or `None` if it filled up (`*tx_pos` then says how far it got).
 /// A request larger than `cma_above` bytes carries addresses for the peer's cross-memory
@@ -175,29 +186,32 @@ fn push_req(
     let total = wr.len();
     if wr.op == PostOp::Send && total <= cap as u64 && *tx_pos == 0 {
         // A message that fits one slot (the common case): one record, bytes inline.
-        let rec = Rec {
-            kind: SEND,
-            len: total as u32,
-            total,
-            ack,
-            ..Rec::default()
-        };
-        let segs = &wr.segs;
-        // SAFETY: `dst` has `n` writable bytes in the ring slot.
-        let fill = |dst, n| unsafe {
-            copy::gather_raw(segs, 0, dst, n);
-        };
-        if !tx.push(rec, fill) {
+        if !push_small(tx, ack, wr, total) {
             return None;
         }
         *any = true;
-        return Some(Pushed {
-            kind: SEND,
-            total,
-            by_data: false,
-        });
+        return Some(Pushed::small_send(total));
     }
     push_req_rest(tx, wr, any, (ack, cma_above, tx_pos))
+}
+
+/// Pushes a send of `total` bytes that fits one slot as one record stamped with `ack`, its
+/// bytes inline; false if the ring is full (nothing pushed).
+#[inline(always)]
+pub(super) fn push_small(tx: &mut Producer, ack: u64, wr: &WorkRequest, total: u64) -> bool {
+    let rec = Rec {
+        kind: SEND,
+        len: total as u32,
+        total,
+        ack,
+        ..Rec::default()
+    };
+    let segs = &wr.segs;
+    // SAFETY: `dst` has `n` writable bytes in the ring slot.
+    let fill = |dst, n| unsafe {
+        copy::gather_raw(segs, 0, dst, n);
+    };
+    tx.push(rec, fill)
 }
 
 /// [`push_req`] of anything but a message that fits one slot: out of line, so that the

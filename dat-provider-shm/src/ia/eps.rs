@@ -41,12 +41,13 @@ impl<T> EpTable<T> {
         }
     }
 
-    /// Adds (or replaces) an endpoint.
-    pub(crate) fn insert(&mut self, ep: EpId, v: T) {
-        self.remove(&ep);
+    /// Adds (or replaces) an endpoint; returns the one replaced.
+    pub(crate) fn insert(&mut self, ep: EpId, v: T) -> Option<T> {
+        let old = self.remove(&ep);
         let key = self.slots.next_key();
         self.slots.insert(key, v);
         self.index.insert(ep, key);
+        old
     }
 
     /// The endpoint `ep`.
@@ -73,12 +74,10 @@ impl<T> EpTable<T> {
         self.slots.remove(&key)
     }
 
-    /// Removes every endpoint.
-    pub(crate) fn clear(&mut self) {
+    /// Removes every endpoint; returns them.
+    pub(crate) fn clear(&mut self) -> Vec<T> {
         let ids: Vec<EpId> = self.index.keys().copied().collect();
-        for ep in ids {
-            self.remove(&ep);
-        }
+        ids.iter().filter_map(|ep| self.remove(ep)).collect()
     }
 }
 
@@ -99,9 +98,9 @@ mod tests {
         assert_eq!(t.remove(&EpId(9)), Some("NINE"));
         assert_eq!(t.get(&EpId(9)), None, "the remembered endpoint is gone");
         assert!(!t.contains_key(&EpId(9)) && t.contains_key(&EpId(7)));
-        t.insert(EpId(7), "again");
+        assert_eq!(t.insert(EpId(7), "again"), Some("seven"));
         assert_eq!(t.get(&EpId(7)), Some(&"again"), "replaced");
-        t.clear();
+        assert_eq!(t.clear(), vec!["again"]);
         assert_eq!(t.get(&EpId(7)), None);
         assert_eq!(t.get_mut(&EpId(7)), None);
     }

@@ -79,6 +79,14 @@ impl ShmIa {
             any |= sh.after_pump(&mut g, broken, closing, &mut out);
         }
         sh.finish(g, &mut out);
+        // `finish` made every upcall: an inline list has nothing left to drop, and its drop
+        // would be an out-of-line call per poll that finds work.
+        debug_assert!(out.is_empty());
+        if out.spilled() {
+            drop(out);
+        } else {
+            std::mem::forget(out);
+        }
         Some(any)
     }
 }
@@ -121,7 +129,9 @@ impl Transport for ShmIa {
     }
 
     fn create_ep(&self, ep: EpId, cfg: &EpConfig, upcalls: Arc<dyn EpUpcalls>) -> DatResult<()> {
-        self.shared.state.lock().eps.insert(
+        let sh = &self.shared;
+        let mut st = sh.state.lock();
+        let old = st.eps.insert(
             ep,
             ShmEp {
                 upcalls: CountTakes::wrap(upcalls, cfg.srq, &self.ia_upcalls),
@@ -130,6 +140,7 @@ impl Transport for ShmIa {
                 conn: None,
             },
         );
+        sh.bury(&mut st, old);
         Ok(())
     }
 
@@ -163,7 +174,8 @@ impl Transport for ShmIa {
             }
             sh.teardown(&mut st, id, None, true, &mut Ups::new());
         }
-        st.eps.remove(&ep);
+        let gone = st.eps.remove(&ep);
+        sh.bury(&mut st, gone);
     }
 
     fn connect(
@@ -426,7 +438,9 @@ impl Transport for ShmIa {
                 if d.outstanding() >= MAX_QUEUED {
                     return Err(queue_full());
                 }
-                d.post(wr);
+                if !d.post_small(&wr) {
+                    d.post(wr);
+                }
                 return Ok(());
             }
         }
@@ -540,7 +554,8 @@ impl Transport for ShmIa {
             sh.teardown(&mut st, id, None, true, &mut Ups::new());
         }
         st.sps.clear(); // unlinks the rendezvous entries
-        st.eps.clear();
+        let gone = st.eps.clear();
+        sh.bury(&mut st, gone);
         st.crs.clear();
         st.retries.clear();
         // Memory a peer may still be copying into stays alive until the peer lets go

@@ -40,6 +40,11 @@ impl Tickets {
         self.next += 1;
         t
     }
+
+    /// Tickets taken so far.
+    pub(crate) fn issued(&self) -> u64 {
+        self.next
+    }
 }
 
 impl Turns {
@@ -47,7 +52,14 @@ impl Turns {
     /// lock): nobody is making upcalls or waiting to.
     #[inline]
     pub(crate) fn idle(&self, tickets: &Tickets) -> bool {
-        self.now.load(Ordering::Acquire) == tickets.next
+        self.made() == tickets.next
+    }
+
+    /// Batches made so far: every ticket below this one (acquire: what those batches did
+    /// happened before).
+    #[inline]
+    pub(crate) fn made(&self) -> u64 {
+        self.now.load(Ordering::Acquire)
     }
 
     /// Waits until it is `ticket`'s turn (every earlier batch made); the turn passes on when
