@@ -21,6 +21,13 @@
 //!   waiter then sleeps in [`Transport::block`] on the rings' eventfds (one thread per IA at
 //!   a time; others sleep on their EVD): the peer's wake-up reaches it directly and it takes
 //!   its completions on its own thread, with no hand-off from the provider thread.
+//! * **One core**: each side announces in the segment the CPU its polling thread runs on.
+//!   When both pollers share one CPU and the thread may run on that CPU only (pinned, or a
+//!   one-CPU machine), an empty poll naps on the rings' eventfds (woken by the peer's next
+//!   record or another thread's delivery) and then yields, so the pair hands the CPU over per
+//!   message instead of spinning out scheduler slices (`ia/nap.rs`, `tests/one_core.rs`). A
+//!   thread allowed on more CPUs is left to the facade's pacing, so that a pair that merely
+//!   started on one CPU is not kept there.
 //! * **Graceful disconnect** waits for the requests already posted (their successes are
 //!   reported before `DISCONNECTED`), at most two seconds (a peer that posts no receive would
 //!   hold a send back forever); what is left is then flushed.
