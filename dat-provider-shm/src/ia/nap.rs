@@ -31,7 +31,7 @@
 //! 3 of 3 runs. The wake-up path moves a wakee only to an idle CPU, and a napping pair has
 //! one runnable thread at a time, so the idle CPU's load balancer finds nothing to pull,
 //! while two threads that spin or yield are both runnable (session 8, `BENCHMARKS.md`).
-
+//!
 //! A nap ends when a record wakes it, at [`NAP`], or when another thread made upcalls that
 //! may have queued what the poll waits for, where no ring wake-up will announce it again:
 //! the provider thread (which pumps every millisecond while the application polls, and
@@ -193,11 +193,11 @@ impl ShmIa {
     /// preemption) never waits that long and is left to them: looking every 256 empty polls
     /// in all as well, and napping and yielding on top of the facade, cost one-core pairs
     /// 1.7-2.3 us per message instead of 1.6-1.7 (session 8).
-    #[inline(never)]
     ///
     /// While yielding, only the second and later empty polls of a wait yield: the first one
     /// is left to the facade, which yields too once it saw this thread preempted (two
     /// yields per empty poll cost one-core pairs 2.8-4.9 us per message instead of 1.7).
+    #[inline(never)]
     fn look(&self, p: u32, since: u64, fresh: bool) -> bool {
         let mut looks = LOOKS.get();
         if !self.shared.share_cpu() || !pinned(&mut looks) {

@@ -79,12 +79,11 @@ impl ShmIa {
             any |= sh.after_pump(&mut g, broken, closing, &mut out);
         }
         sh.finish(g, &mut out);
-        // `finish` made every upcall: an inline list has nothing left to drop, and its drop
-        // would be an out-of-line call per poll that finds work.
+        // `finish` made every upcall: an empty inline list owns nothing, and its drop would
+        // be an out-of-line call per poll that finds work. Anything else is dropped as usual,
+        // so an upcall left behind by mistake is never leaked.
         debug_assert!(out.is_empty());
-        if out.spilled() {
-            drop(out);
-        } else {
+        if out.is_empty() && !out.spilled() {
             std::mem::forget(out);
         }
         Some(any)
