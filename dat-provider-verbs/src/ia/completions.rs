@@ -10,7 +10,7 @@ use dat_core::provider::{CmFact, Completion};
 use dat_core::types::{DtoStatus, EvdId};
 use rdma_sys as sys;
 
-use super::{CqSlot, Shared, lock, read};
+use super::{CqSlot, LastEp, Shared, lock, read};
 use crate::ep::{Ep, Phase, SIGNAL_EVERY, WR_BIND, WR_MARK, WR_RECV, WR_SRQ};
 use crate::verbs::{dto_status, wc_room};
 
@@ -53,7 +53,7 @@ impl Shared {
     /// Polls `slot` until a poll returns fewer work completions than it had room for, and
     /// delivers them. With `wait` false a CQ another thread is polling is skipped.
     pub fn poll_cq(&self, slot: &CqSlot, wait: bool) -> bool {
-        let _g = if wait {
+        let mut g = if wait {
             slot.poll.lock()
         } else {
             match slot.poll.try_lock() {
@@ -80,7 +80,7 @@ impl Shared {
             // ping-pong end would otherwise poll twice per completion, the second in vain).
             let more = wcs.len() == POLL_BATCH;
             for wc in wcs {
-                self.handle_wc(wc);
+                self.handle_wc(wc, &mut g);
             }
             if !more {
                 return true;
@@ -88,9 +88,30 @@ impl Shared {
         }
     }
 
-    /// Delivers one work completion (the caller holds the CQ's lock).
-    fn handle_wc(&self, wc: &sys::ibv_wc) {
-        let Some(ep) = read(&self.by_qpn).get(&wc.qp_num).cloned() else {
+    /// The endpoint of QP `qpn`: the CQ's last one if `by_qpn` has not changed since it was
+    /// looked up (no lock, no hash), else `by_qpn`'s, remembered in `last`.
+    #[inline]
+    fn endpoint_of(&self, qpn: u32, last: &mut LastEp) -> Option<Arc<Ep>> {
+        // Loaded before any lookup: a change of `by_qpn` after it makes the entry stale.
+        let generation = self.qpn_gen.load(Ordering::Acquire);
+        if last.qpn == qpn
+            && last.generation == generation
+            && let Some(ep) = last.ep.upgrade()
+        {
+            return Some(ep);
+        }
+        let ep = read(&self.by_qpn).get(&qpn).cloned()?;
+        *last = LastEp {
+            qpn,
+            generation,
+            ep: Arc::downgrade(&ep),
+        };
+        Some(ep)
+    }
+
+    /// Delivers one work completion (the caller holds the CQ's lock, which guards `last`).
+    fn handle_wc(&self, wc: &sys::ibv_wc, last: &mut LastEp) {
+        let Some(ep) = self.endpoint_of(wc.qp_num, last) else {
             tracing::debug!(qpn = wc.qp_num, "completion of a QP that is gone");
             return;
         };
