@@ -47,10 +47,24 @@ impl Shared {
         // A count, not exact under races (a plain load and store, no read-modify-write).
         let n = self.evd_polls.load(Ordering::Relaxed);
         self.evd_polls.store(n.wrapping_add(1), Ordering::Relaxed);
-        if !n.is_multiple_of(OTHERS_EVERY)
-            && let Some(slot) = read(&self.cqs).get(&evd).cloned()
-        {
-            return self.poll_cq(&slot, false);
+        if !n.is_multiple_of(OTHERS_EVERY) {
+            if let Some(mut entry) = self.cq_entry(evd).try_lock() {
+                if let Some((id, slot)) = entry.as_ref()
+                    && *id == evd
+                {
+                    return self.poll_cq(slot, false);
+                }
+                // Looked up and stored under the entry's lock (see `remove_cq`).
+                if let Some(slot) = read(&self.cqs).get(&evd).cloned() {
+                    let old = entry.replace((evd, slot));
+                    let polled = entry.as_ref().is_some_and(|(_, s)| self.poll_cq(s, false));
+                    drop(entry);
+                    drop(old);
+                    return polled;
+                }
+            } else if let Some(slot) = read(&self.cqs).get(&evd).cloned() {
+                return self.poll_cq(&slot, false);
+            }
         }
         self.drain(false)
     }
