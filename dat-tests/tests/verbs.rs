@@ -41,6 +41,24 @@ fn device_resources() -> Option<std::collections::BTreeMap<String, u64>> {
     Some(counts)
 }
 
+/// Why a case that counts the whole device's resources cannot run here (not alone on the
+/// device, or no `rdma` tool), if it cannot.
+fn cannot_count_resources() -> Option<dat_tests::Outcome> {
+    if std::env::var_os("DAT_TEST_DEVICE_EXCLUSIVE").is_none() {
+        return Some(dat_tests::Outcome::Skip(
+            "counts the whole device's resources: run alone with DAT_TEST_DEVICE_EXCLUSIVE=1 \
+             (dat-provider-verbs/tests/rxe-suite.sh does)"
+                .into(),
+        ));
+    }
+    if device_resources().is_none() {
+        return Some(dat_tests::Outcome::Skip(
+            "no `rdma` tool (iproute2) to count resources".into(),
+        ));
+    }
+    None
+}
+
 /// Waits (up to 30 s: the kernel releases some objects after a short delay, and the emulated
 /// guest can be slow) until the device's resources are `want` again.
 fn resources_back_to(want: &std::collections::BTreeMap<String, u64>, when: &str) {
@@ -65,15 +83,8 @@ fn disconnect_storm(t: &dyn dat_tests::Target) -> dat_tests::Outcome {
     use dat::types::{CloseFlags, EventNumber};
     use dat_tests::harness::{connect_more, expect_conn, post_recv, post_send, sides};
 
-    if std::env::var_os("DAT_TEST_DEVICE_EXCLUSIVE").is_none() {
-        return dat_tests::Outcome::Skip(
-            "counts the whole device's resources: run alone with DAT_TEST_DEVICE_EXCLUSIVE=1 \
-             (dat-provider-verbs/tests/rxe-suite.sh does)"
-                .into(),
-        );
-    }
-    if device_resources().is_none() {
-        return dat_tests::Outcome::Skip("no `rdma` tool (iproute2) to count resources".into());
+    if let Some(skip) = cannot_count_resources() {
+        return skip;
     }
     // librdmacm opens the device, and allocates a PD of its own on it once a CM id binds to
     // it, for the life of the process: count from after one connection.
@@ -131,15 +142,8 @@ fn dequeued_evd_frees_its_cq(t: &dyn dat_tests::Target) -> dat_tests::Outcome {
     use dat::DatError;
     use dat::types::{CloseFlags, EvdFlags};
 
-    if std::env::var_os("DAT_TEST_DEVICE_EXCLUSIVE").is_none() {
-        return dat_tests::Outcome::Skip(
-            "counts the whole device's resources: run alone with DAT_TEST_DEVICE_EXCLUSIVE=1 \
-             (dat-provider-verbs/tests/rxe-suite.sh does)"
-                .into(),
-        );
-    }
-    if device_resources().is_none() {
-        return dat_tests::Outcome::Skip("no `rdma` tool (iproute2) to count resources".into());
+    if let Some(skip) = cannot_count_resources() {
+        return skip;
     }
     // librdmacm keeps objects of its own for the life of the process once an IA has opened
     // (see `disconnect_storm`): count from after one open and close.
