@@ -417,6 +417,7 @@ pub fn index_of(addr: usize) -> Option<u32> {
 }
 
 /// The handle address of slot number `idx` (from [`index_of`]).
+#[inline]
 pub fn at_index(idx: u32) -> usize {
     slots().base + ((idx as usize) << SHIFT)
 }

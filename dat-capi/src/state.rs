@@ -258,13 +258,22 @@ impl IaState {
             .map_or(std::ptr::null_mut(), |a| *a as DatHandle)
     }
 
-    /// The handle of endpoint `id`, creating one for provider-created endpoints.
+    /// The handle of endpoint `id`, creating one for provider-created endpoints. The cache's
+    /// hit (every DTO event) is inlined into the caller; the rest is not.
+    #[inline]
     pub fn ep_handle(self: &Arc<Self>, id: dat::types::EpId) -> DatHandle {
-        let slot = &self.ep_cache[ep_slot(id.0)];
-        let e = slot.load(Ordering::Acquire);
+        let e = self.ep_cache[ep_slot(id.0)].load(Ordering::Acquire);
         if e != 0 && e as u32 == id.0 {
             return handle::at_index((e >> 32) as u32 - 1) as DatHandle;
         }
+        self.ep_handle_slow(id)
+    }
+
+    /// [`IaState::ep_handle`] past the cache: the `ids` map (which refills the cache), else a
+    /// new handle.
+    #[inline(never)]
+    fn ep_handle_slow(self: &Arc<Self>, id: dat::types::EpId) -> DatHandle {
+        let slot = &self.ep_cache[ep_slot(id.0)];
         let h = {
             let ids = self.ids();
             let h = ids.get(&(Kind::Ep, id.0)).copied();

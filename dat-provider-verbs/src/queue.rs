@@ -59,9 +59,9 @@ impl WrQueue {
         (self.head + self.len as u64) & SEQ_MASK
     }
 
-    /// Makes room for one more slot.
+    /// Makes room for one more slot (for [`WrQueue::push_reserved`]).
     #[inline]
-    fn reserve_one(&mut self) {
+    pub fn reserve_one(&mut self) {
         if self.len == self.slots.len() {
             self.grow();
         }
@@ -89,21 +89,55 @@ impl WrQueue {
         self.push_with(|| p)
     }
 
-    /// Adds the request `make` builds at the back, built where it lies (the room is made
-    /// first, so the request is not built on the stack and then copied into its slot);
-    /// returns its sequence number.
-    #[inline(always)]
+    /// Adds the request `make` builds at the back (tests; the post uses
+    /// [`WrQueue::push_reserved`]); returns its sequence number.
+    #[cfg(test)]
     pub fn push_with(&mut self, make: impl FnOnce() -> Pending) -> u64 {
         self.reserve_one();
         let seq = self.next_seq();
         let i = self.slot(seq);
+        let slot = &mut self.slots[i];
+        debug_assert!(slot.is_none());
+        std::mem::forget(slot.replace(make()));
+        self.len += 1;
+        seq
+    }
+
+    /// Adds the request `wr` at the back (a fresh [`Pending`], not yet reported), in the room
+    /// [`WrQueue::reserve_one`] made; returns its sequence number.
+    ///
+    /// Room made first, then the request moved in with no call between: the post shows the
+    /// request to the device (`&wr` to a function not inlined) before it keeps it, so a
+    /// possible `grow` after that made the compiler copy the request (128 bytes) to the stack
+    /// before moving it into its slot (two copies per post; one now).
+    ///
+    /// The request comes as a `ManuallyDrop`: the panic below (a caller that did not reserve)
+    /// then leaks it rather than drop it, and needs no copy of it kept for that.
+    ///
+    /// # Panics
+    /// If no room was made (never: the callers reserve first).
+    #[inline(always)]
+    pub fn push_reserved(
+        &mut self,
+        wr: std::mem::ManuallyDrop<WorkRequest>,
+        signaled: bool,
+        posted: bool,
+    ) -> u64 {
+        assert!(self.len < self.slots.len(), "push without reserve_one");
+        let seq = self.next_seq();
+        let i = self.slot(seq);
+        let slot = &mut self.slots[i];
         // The slot is free (`len` counts every slot in use): filled without a drop of the
         // old value. Not `get_or_insert_with`: its path for a full slot made the compiler
         // keep a copy of the request on the stack (a 136-byte `memcpy` per post, 47
         // instructions); `replace` and a `forget` of the `None` it returns is a plain store.
-        let slot = &mut self.slots[i];
         debug_assert!(slot.is_none());
-        std::mem::forget(slot.replace(make()));
+        std::mem::forget(slot.replace(Pending {
+            wr: std::mem::ManuallyDrop::into_inner(wr),
+            signaled,
+            posted,
+            reported: false,
+        }));
         self.len += 1;
         seq
     }

@@ -23,7 +23,7 @@ use crate::attr::{self, DeviceFacts, MAX_PRIVATE_DATA};
 use crate::cm::{CmId, MAX_REQ_DATA_WITH_QUAL, frame, frame_req};
 use crate::device::{self, Context, FindError, Pd};
 use crate::ep::{
-    Ep, Pending, Phase, WR_BIND, WR_RECV, WR_SRQ, post_bind, post_marker, post_recv, post_send,
+    Ep, Phase, WR_BIND, WR_RECV, WR_SRQ, post_bind, post_marker, post_recv, post_send,
 };
 use crate::ia::{
     GRACEFUL_LIMIT, Limits, RESOLVE_LIMIT, RESOLVE_MS, Shared, SrqSlot, lock, read, write,
@@ -512,12 +512,8 @@ impl Transport for VerbsIa {
             // request completes as flushed, after the flushes of the fact (see `fail_ep`).
             if st.flushing {
                 let q = if recv { &mut st.recvs } else { &mut st.sends };
-                q.push_with(|| Pending {
-                    wr,
-                    signaled: true,
-                    posted: false,
-                    reported: false,
-                });
+                q.reserve_one();
+                q.push_reserved(std::mem::ManuallyDrop::new(wr), true, false);
                 return Ok(());
             }
             drop(st);
@@ -527,16 +523,14 @@ impl Transport for VerbsIa {
             return Ok(());
         }
         if recv {
+            // Room first: the request moves into it with no call between (`push_reserved`).
+            st.recvs.reserve_one();
             let posted = !qp.is_null();
             if posted {
                 post_recv(qp, None, st.recvs.next_seq() | WR_RECV, &wr).map_err(full)?;
             }
-            st.recvs.push_with(|| Pending {
-                wr,
-                signaled: true,
-                posted,
-                reported: false,
-            });
+            st.recvs
+                .push_reserved(std::mem::ManuallyDrop::new(wr), true, posted);
             return Ok(());
         }
         if qp.is_null() {
@@ -548,16 +542,13 @@ impl Transport for VerbsIa {
         }
         // Pushed after the post but under the lock the completion's handler takes, so it
         // waits for this push.
+        st.sends.reserve_one();
         let mut sig = st.sig;
         let signaled = sig.next(may_skip_signal(wr.flags, wr.op));
         post_send(qp, st.sends.next_seq(), &wr, (st.max_inline, signaled)).map_err(full)?;
         st.sig = sig;
-        st.sends.push_with(|| Pending {
-            wr,
-            signaled,
-            posted: true,
-            reported: false,
-        });
+        st.sends
+            .push_reserved(std::mem::ManuallyDrop::new(wr), signaled, true);
         Ok(())
     }
 

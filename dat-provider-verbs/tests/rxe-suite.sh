@@ -74,6 +74,7 @@ exec "$vm" --timeout "$timeout" \
             "$bin" --test-threads "$threads" "$@"
             if [ "$storm" = 1 ]; then
                 DAT_TEST_DEVICE_EXCLUSIVE=1 "$bin" --exact no_device_resources_left_after_a_disconnect_storm
+                DAT_TEST_DEVICE_EXCLUSIVE=1 "$bin" --exact dequeued_evd_frees_its_cq_and_close_frees_the_rest
                 DAT_TEST_DEVICE_EXCLUSIVE=1 "$bin" --exact device_removal_is_catastrophic_and_calls_fail_cleanly
                 for _ in $(seq 300); do
                     rdma link show "$RXE_DEV/1" >/dev/null 2>&1 || break

@@ -41,6 +41,24 @@ fn device_resources() -> Option<std::collections::BTreeMap<String, u64>> {
     Some(counts)
 }
 
+/// Why a case that counts the whole device's resources cannot run here (not alone on the
+/// device, or no `rdma` tool), if it cannot.
+fn cannot_count_resources() -> Option<dat_tests::Outcome> {
+    if std::env::var_os("DAT_TEST_DEVICE_EXCLUSIVE").is_none() {
+        return Some(dat_tests::Outcome::Skip(
+            "counts the whole device's resources: run alone with DAT_TEST_DEVICE_EXCLUSIVE=1 \
+             (dat-provider-verbs/tests/rxe-suite.sh does)"
+                .into(),
+        ));
+    }
+    if device_resources().is_none() {
+        return Some(dat_tests::Outcome::Skip(
+            "no `rdma` tool (iproute2) to count resources".into(),
+        ));
+    }
+    None
+}
+
 /// Waits (up to 30 s: the kernel releases some objects after a short delay, and the emulated
 /// guest can be slow) until the device's resources are `want` again.
 fn resources_back_to(want: &std::collections::BTreeMap<String, u64>, when: &str) {
@@ -65,15 +83,8 @@ fn disconnect_storm(t: &dyn dat_tests::Target) -> dat_tests::Outcome {
     use dat::types::{CloseFlags, EventNumber};
     use dat_tests::harness::{connect_more, expect_conn, post_recv, post_send, sides};
 
-    if std::env::var_os("DAT_TEST_DEVICE_EXCLUSIVE").is_none() {
-        return dat_tests::Outcome::Skip(
-            "counts the whole device's resources: run alone with DAT_TEST_DEVICE_EXCLUSIVE=1 \
-             (dat-provider-verbs/tests/rxe-suite.sh does)"
-                .into(),
-        );
-    }
-    if device_resources().is_none() {
-        return dat_tests::Outcome::Skip("no `rdma` tool (iproute2) to count resources".into());
+    if let Some(skip) = cannot_count_resources() {
+        return skip;
     }
     // librdmacm opens the device, and allocates a PD of its own on it once a CM id binds to
     // it, for the life of the process: count from after one connection.
@@ -121,6 +132,63 @@ fn no_device_resources_left_after_a_disconnect_storm() {
         "verbs",
         "no_device_resources_left_after_a_disconnect_storm",
         disconnect_storm,
+    );
+}
+
+/// A DTO EVD that was dequeued (so the provider's dequeue cache holds its CQ) and is then freed
+/// gives its CQ back to the device, as does one freed without a dequeue and one the IA's close
+/// frees.
+fn dequeued_evd_frees_its_cq(t: &dyn dat_tests::Target) -> dat_tests::Outcome {
+    use dat::DatError;
+    use dat::types::{CloseFlags, EvdFlags};
+
+    if let Some(skip) = cannot_count_resources() {
+        return skip;
+    }
+    // librdmacm keeps objects of its own for the life of the process once an IA has opened
+    // (see `disconnect_storm`): count from after one open and close.
+    {
+        let (ia, other) = t.open_pair();
+        ia.close(CloseFlags::Abrupt).unwrap();
+        other.close(CloseFlags::Abrupt).unwrap();
+    }
+    let closed = device_resources().expect("rdma resource show");
+    let (ia, other) = t.open_pair();
+    let before = device_resources().expect("rdma resource show");
+    let cqs = |r: &std::collections::BTreeMap<String, u64>| r.get("cq").copied().unwrap_or(0);
+    let plain = ia.create_evd(64, EvdFlags::DTO, None).unwrap();
+    let evds: Vec<dat::Evd> = (0..3)
+        .map(|_| ia.create_evd(64, EvdFlags::DTO, None).unwrap())
+        .collect();
+    let made = device_resources().expect("rdma resource show");
+    assert_eq!(cqs(&made), cqs(&before) + 4, "one CQ per DTO EVD: {made:?}");
+    // Dequeued in turns, so that the cache fills, hits and misses.
+    for _ in 0..40 {
+        for e in &evds {
+            assert_eq!(e.dequeue().err(), Some(DatError::QUEUE_EMPTY));
+        }
+    }
+    plain.free().unwrap();
+    evds[0].free().unwrap();
+    evds[1].free().unwrap();
+    let mut want = before.clone();
+    want.insert("cq".to_owned(), cqs(&before) + 1);
+    resources_back_to(&want, "after three EVDs were freed, two of them dequeued");
+    // The last EVD, dequeued and still cached, goes with the IA.
+    ia.close(CloseFlags::Abrupt).unwrap();
+    other.close(CloseFlags::Abrupt).unwrap();
+    resources_back_to(&closed, "after the IAs closed with a dequeued EVD");
+    dat_tests::Outcome::Pass
+}
+
+#[test]
+fn dequeued_evd_frees_its_cq_and_close_frees_the_rest() {
+    dat_tests::run_case(
+        &verbs_target(),
+        module_path!(),
+        "verbs",
+        "dequeued_evd_frees_its_cq_and_close_frees_the_rest",
+        dequeued_evd_frees_its_cq,
     );
 }
 
