@@ -180,6 +180,7 @@ macro_rules! conformance_suite {
             protection::local_out_of_bounds,
             protection::local_missing_privilege,
             protection::local_freed_lmr,
+            protection::local_freed_lmr_after_use,
             protection::remote_bad_rmr_context,
             protection::remote_write_out_of_bounds,
             protection::remote_read_out_of_bounds,

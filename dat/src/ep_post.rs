@@ -6,13 +6,14 @@ use std::sync::atomic::Ordering;
 
 use dat_core::ep::state::{PostGate, post_gate};
 use dat_core::error::{ErrorType, Subtype};
-use dat_core::mem::{MemTable, SegList, total_len};
+use dat_core::mem::{MemTable, SegList, Segment, total_len};
 use dat_core::provider::{PostOp, WorkRequest};
 use dat_core::types::{CompletionFlags, Cookie, DtoStatus, LmrTriplet, MemPriv, PzId, RmrTriplet};
 use dat_core::{DatError, DatResult};
 
 use crate::ep::{Ep, EpInner};
 use crate::ep_cell::op_index;
+use crate::lmr_cache;
 
 /// Resolves the segments of a post of `op` whose other checks passed into `segs` (checked
 /// against `max_iov`, the EP's PZ and the operation's privilege) and, for an RDMA, checks the
@@ -27,25 +28,41 @@ fn resolve(
     pz: PzId,
     max_iov: u32,
 ) -> DatResult<()> {
-    let mem = crate::sync::read(&inner.ia.mem);
-    // One non-empty triplet (the usual post) resolved inline.
+    let need = op.local_privilege();
+    // One non-empty triplet (the usual post) resolved inline, from the LMR this thread
+    // found last under that key if no LMR was freed since (no lock: see `lmr_cache`).
     if let [t] = iov
         && t.segment_length != 0
     {
-        match mem.try_local(pz, t, op.local_privilege()) {
+        match lmr_cache::lookup(&inner.ia.mem_generation, pz, t, need) {
             Some(seg) => segs.push(seg),
-            None => return Err(refused(&mem, pz, t, op.local_privilege())),
+            None => segs.push(resolve_locked(inner, pz, t, need)?),
         }
     } else {
-        mem.local_iov_into(pz, iov, op.local_privilege(), max_iov, segs)?;
+        crate::sync::read(&inner.ia.mem).local_iov_into(pz, iov, need, max_iov, segs)?;
     }
-    drop(mem);
     if let PostOp::RdmaRead(r) | PostOp::RdmaWrite(r) = op
         && total_len(segs) > u64::from(r.segment_length)
     {
         return Err(DatError::new(ErrorType::LengthError, Subtype::NoSubtype));
     }
     Ok(())
+}
+
+/// The segment of one non-empty triplet looked up under the table's lock, remembered for
+/// this thread's next posts (out of the post's line: a thread's first post from an LMR, or
+/// its first after any LMR of the IA was freed, or a refused triplet).
+#[cold]
+#[inline(never)]
+fn resolve_locked(inner: &EpInner, pz: PzId, t: &LmrTriplet, need: MemPriv) -> DatResult<Segment> {
+    let mem = crate::sync::read(&inner.ia.mem);
+    match mem.try_local(pz, t, need) {
+        Some(seg) => {
+            lmr_cache::fill(&mem, t.lmr_context);
+            Ok(seg)
+        }
+        None => Err(refused(&mem, pz, t, need)),
+    }
 }
 
 /// The error of a triplet `MemTable::try_local` refused (out of the post's line).

@@ -25,6 +25,7 @@ mod ep_route;
 mod evd;
 mod handoff;
 mod ia;
+mod lmr_cache;
 mod mem;
 mod pace;
 mod registry;

@@ -11,11 +11,13 @@
 
 pub mod buffer;
 mod direct;
+pub mod generation;
 mod keys;
 pub mod segment;
 pub mod table;
 
 pub use buffer::{Buffer, OUT_OF_RANGE};
+pub use generation::LmrGeneration;
 pub use segment::{
     SegList, Segment, check_length, copy_segments, gather, gather_at, scatter, scatter_at,
     scatter_at_ordered, total_len,

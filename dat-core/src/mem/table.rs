@@ -68,6 +68,7 @@ use std::sync::Arc;
 
 use super::buffer::Buffer;
 use super::direct::{Direct, SLOT_BITS};
+use super::generation::LmrGeneration;
 use super::keys::KeyGen;
 use super::segment::{SegList, Segment};
 use crate::error::{DatError, DatResult, ErrorType, Subtype};
@@ -123,6 +124,21 @@ impl Region {
         usize::try_from(rel).ok()?.checked_add(self.offset)
     }
 
+    /// The segment of the non-empty local triplet `t` (whose key names this LMR) if a post on
+    /// an EP in `ep_pz` needing `need` may use it: the checks of
+    /// [`MemTable::try_local`] once the LMR is found.
+    #[inline(always)]
+    pub fn try_local(&self, ep_pz: PzId, t: &LmrTriplet, need: MemPriv) -> Option<Segment> {
+        if self.pz != ep_pz || !effective(self.privs).contains(need) {
+            return None;
+        }
+        self.segment(
+            t.virtual_address,
+            u64::from(t.segment_length),
+            t.lmr_context,
+        )
+    }
+
     /// The segment for `addr..addr+len` named by key `lkey`, if the range is inside.
     #[inline]
     fn segment(&self, addr: u64, len: u64, lkey: u32) -> Option<Segment> {
@@ -154,6 +170,8 @@ pub struct MemTable {
     rmrs: IdMap<RmrId, Binding>,
     keys: KeyGen,
     empty: Arc<Buffer>,
+    /// Counts the deregistrations, for lookups made without the lock ([`MemTable::generation`]).
+    generation: Arc<LmrGeneration>,
 }
 
 impl Default for MemTable {
@@ -249,7 +267,15 @@ impl MemTable {
             // A zero-length buffer owns no memory; sharing one avoids allocating per empty
             // segment.
             empty: Arc::new(Buffer::from_vec(Vec::new())),
+            generation: Arc::new(LmrGeneration::new()),
         }
+    }
+
+    /// The table's number and count of deregistrations, which a post path may read without
+    /// the lock to reuse an LMR it found with [`MemTable::find_local`] (see
+    /// [`LmrGeneration`]).
+    pub fn generation(&self) -> &Arc<LmrGeneration> {
+        &self.generation
     }
 
     /// A fresh key, unique among the live local and remote keys.
@@ -407,6 +433,8 @@ impl MemTable {
         if self.rmrs.values().any(|b| b.lmr_context == lmr_context) {
             return Err(DatError::invalid_state(Subtype::StateLmrInUse));
         }
+        // Before the removal: a lookup remembered under the old count must stop matching.
+        self.generation.advance();
         let region = self
             .lmrs
             .remove(&lmr_context)
@@ -513,15 +541,7 @@ impl MemTable {
     /// whatever its other fields hold).
     #[inline(always)]
     pub fn try_local(&self, ep_pz: PzId, t: &LmrTriplet, need: MemPriv) -> Option<Segment> {
-        let region = self.find_lmr(t.lmr_context)?;
-        if region.pz != ep_pz || !effective(region.privs).contains(need) {
-            return None;
-        }
-        region.segment(
-            t.virtual_address,
-            u64::from(t.segment_length),
-            t.lmr_context,
-        )
+        self.find_lmr(t.lmr_context)?.try_local(ep_pz, t, need)
     }
 
     /// The error [`MemTable::local`] gives for a triplet [`MemTable::try_local`] refused.
@@ -577,6 +597,13 @@ impl MemTable {
             Some(r) => Some(r),
             None => self.lmrs.get(&lmr_context),
         }
+    }
+
+    /// The live LMR with this key, as a post finds it (the direct index, else the map), for
+    /// a caller that remembers it while [`MemTable::generation`] does not change.
+    #[inline]
+    pub fn find_local(&self, lmr_context: u32) -> Option<&Arc<Region>> {
+        self.find_lmr(lmr_context)
     }
 
     /// The live LMR with this `lmr_context` (`dat_lmr_query`).
