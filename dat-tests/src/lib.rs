@@ -101,6 +101,7 @@ macro_rules! conformance_suite {
             cm::loopback_same_ia,
             cm::established_precede_later_disconnects,
             dto::send_recv_basic,
+            dto::lmr_freed_with_posts_in_flight,
             dto::send_gather,
             dto::recv_scatter,
             dto::send_zero_length,

@@ -6,14 +6,13 @@ use std::sync::atomic::Ordering;
 
 use dat_core::ep::state::{PostGate, post_gate};
 use dat_core::error::{ErrorType, Subtype};
-use dat_core::mem::{MemTable, SegList, Segment, total_len};
+use dat_core::mem::{MemTable, SegList, Segment, post_cache, total_len};
 use dat_core::provider::{PostOp, WorkRequest};
 use dat_core::types::{CompletionFlags, Cookie, DtoStatus, LmrTriplet, MemPriv, PzId, RmrTriplet};
 use dat_core::{DatError, DatResult};
 
 use crate::ep::{Ep, EpInner};
 use crate::ep_cell::op_index;
-use crate::lmr_cache;
 
 /// Resolves the segments of a post of `op` whose other checks passed into `segs` (checked
 /// against `max_iov`, the EP's PZ and the operation's privilege) and, for an RDMA, checks the
@@ -30,11 +29,11 @@ fn resolve(
 ) -> DatResult<()> {
     let need = op.local_privilege();
     // One non-empty triplet (the usual post) resolved inline, from the LMR this thread
-    // found last under that key if no LMR was freed since (no lock: see `lmr_cache`).
+    // found last under that key if no LMR was freed since (no lock: see `dat_core::mem::post_cache`).
     if let [t] = iov
         && t.segment_length != 0
     {
-        match lmr_cache::lookup(&inner.ia.mem_generation, pz, t, need) {
+        match post_cache::lookup(&inner.ia.mem_generation, pz, t, need) {
             Some(seg) => segs.push(seg),
             None => segs.push(resolve_locked(inner, pz, t, need)?),
         }
@@ -58,7 +57,7 @@ fn resolve_locked(inner: &EpInner, pz: PzId, t: &LmrTriplet, need: MemPriv) -> D
     let mem = crate::sync::read(&inner.ia.mem);
     match mem.try_local(pz, t, need) {
         Some(seg) => {
-            lmr_cache::fill(&mem, t.lmr_context);
+            post_cache::fill(&mem, t.lmr_context);
             Ok(seg)
         }
         None => Err(refused(&mem, pz, t, need)),

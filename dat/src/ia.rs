@@ -58,7 +58,7 @@ pub(crate) struct IaInner {
     pub(crate) transport: Arc<dyn Transport>,
     pub(crate) mem: Arc<RwLock<MemTable>>,
     /// `mem`'s number and count of deregistrations, read by posts without the lock
-    /// (`lmr_cache`).
+    /// (`dat_core::mem::post_cache`).
     pub(crate) mem_generation: Arc<LmrGeneration>,
     pub(crate) ia_attr: IaAttr,
     pub(crate) provider_attr: ProviderAttr,

@@ -25,7 +25,6 @@ mod ep_route;
 mod evd;
 mod handoff;
 mod ia;
-mod lmr_cache;
 mod mem;
 mod pace;
 mod registry;

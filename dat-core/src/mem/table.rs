@@ -70,6 +70,7 @@ use super::buffer::Buffer;
 use super::direct::{Direct, SLOT_BITS};
 use super::generation::LmrGeneration;
 use super::keys::KeyGen;
+use super::pin::SegBuf;
 use super::segment::{SegList, Segment};
 use crate::error::{DatError, DatResult, ErrorType, Subtype};
 use crate::idmap::IdMap;
@@ -89,6 +90,8 @@ pub struct Region {
     pub pz: PzId,
     /// The memory.
     pub buf: Arc<Buffer>,
+    /// The reference every segment in this region takes ([`SegBuf::take`]).
+    pub pin: SegBuf,
     /// Offset in `buf` of the byte at address `start` (0 for an LMR; a window's offset).
     pub offset: usize,
     /// The registered address of the first byte: `buf.addr()` (plus `offset`) for
@@ -129,9 +132,7 @@ impl Region {
     /// [`MemTable::try_local`] once the LMR is found.
     #[inline(always)]
     pub fn try_local(&self, ep_pz: PzId, t: &LmrTriplet, need: MemPriv) -> Option<Segment> {
-        if self.pz != ep_pz || !effective(self.privs).contains(need) {
-            return None;
-        }
+        self.local_offset(ep_pz, t, need)?;
         self.segment(
             t.virtual_address,
             u64::from(t.segment_length),
@@ -139,12 +140,22 @@ impl Region {
         )
     }
 
+    /// The buffer offset of the non-empty local triplet `t` (whose key names this LMR) if a
+    /// post on an EP in `ep_pz` needing `need` may use it (PZ, privilege, range).
+    #[inline(always)]
+    pub(crate) fn local_offset(&self, ep_pz: PzId, t: &LmrTriplet, need: MemPriv) -> Option<usize> {
+        if self.pz != ep_pz || !effective(self.privs).contains(need) {
+            return None;
+        }
+        self.resolve(t.virtual_address, u64::from(t.segment_length))
+    }
+
     /// The segment for `addr..addr+len` named by key `lkey`, if the range is inside.
-    #[inline]
+    #[inline(always)]
     fn segment(&self, addr: u64, len: u64, lkey: u32) -> Option<Segment> {
         let offset = self.resolve(addr, len)?;
         Some(Segment {
-            buf: Arc::clone(&self.buf),
+            buf: self.pin.take(),
             offset,
             len: usize::try_from(len).ok()?,
             lkey,
@@ -169,7 +180,7 @@ pub struct MemTable {
     rkeys: IdMap<u32, Arc<Region>>,
     rmrs: IdMap<RmrId, Binding>,
     keys: KeyGen,
-    empty: Arc<Buffer>,
+    empty: SegBuf,
     /// Counts the deregistrations, for lookups made without the lock ([`MemTable::generation`]).
     generation: Arc<LmrGeneration>,
 }
@@ -266,7 +277,7 @@ impl MemTable {
             keys,
             // A zero-length buffer owns no memory; sharing one avoids allocating per empty
             // segment.
-            empty: Arc::new(Buffer::from_vec(Vec::new())),
+            empty: SegBuf::new(Arc::new(Buffer::from_vec(Vec::new()))),
             generation: Arc::new(LmrGeneration::new()),
         }
     }
@@ -399,8 +410,10 @@ impl MemTable {
             }
             None => self.fresh_keys(privs)?,
         };
+        let way = super::post_cache::way(self.generation.table(), lmr_context);
         let region = Arc::new(Region {
             pz,
+            pin: SegBuf::with_way(Arc::clone(&buf), way),
             buf,
             offset: 0,
             start,
@@ -463,7 +476,7 @@ impl MemTable {
     pub fn local(&self, ep_pz: PzId, t: &LmrTriplet, need: MemPriv) -> DatResult<Segment> {
         if t.segment_length == 0 {
             return Ok(Segment {
-                buf: Arc::clone(&self.empty),
+                buf: self.empty.take(),
                 offset: 0,
                 len: 0,
                 lkey: t.lmr_context,
