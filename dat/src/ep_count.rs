@@ -16,7 +16,6 @@
 //! counts a report without its post. As before, a post or report made during the read may
 //! be missed (a moment's overcount or undercount of that one post).
 
-use std::cell::Cell;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 /// The receive queue's index.
@@ -24,28 +23,10 @@ pub(crate) const RECV: usize = 0;
 /// The request queue's index.
 pub(crate) const REQUEST: usize = 1;
 
-/// Threads numbered so far (0 means "not numbered yet" and "no owner").
-static THREADS: AtomicU64 = AtomicU64::new(1);
-
-thread_local! {
-    static THREAD: Cell<u64> = const { Cell::new(0) };
-}
-
-/// This thread's number, unique for the life of the process (numbers are never reused,
-/// so a thread that ends cannot pass its endpoints to a new one).
+/// This thread's number (never 0, never reused), read beside the post cache's entries.
 #[inline(always)]
 fn thread() -> u64 {
-    match THREAD.with(Cell::get) {
-        0 => number_thread(),
-        n => n,
-    }
-}
-
-#[cold]
-fn number_thread() -> u64 {
-    let n = THREADS.fetch_add(1, Ordering::Relaxed);
-    THREAD.with(|t| t.set(n));
-    n
+    dat_core::mem::post_cache::thread_number()
 }
 
 /// One thread's counts or the shared ones: posts and reports per queue.
@@ -73,10 +54,9 @@ fn bump_own(c: &AtomicU64, n: u64) {
 }
 
 impl Outstanding {
-    /// True if the calling thread is the owner (the first thread to ask becomes it).
+    /// True if thread `me` is the owner (the first thread to ask becomes it).
     #[inline(always)]
-    fn mine(&self) -> bool {
-        let me = thread();
+    fn mine(&self, me: u64) -> bool {
         match self.owner.load(Ordering::Relaxed) {
             o if o == me => true,
             0 => self.claim(me),
@@ -91,10 +71,11 @@ impl Outstanding {
             .is_ok()
     }
 
-    /// Counts a post on queue `q` in (before the transport sees it).
+    /// Counts a post on queue `q` by thread `me` (`post_cache::thread_number`) in, before
+    /// the transport sees it.
     #[inline(always)]
-    pub(crate) fn post(&self, q: usize) {
-        if self.mine() {
+    pub(crate) fn post(&self, q: usize, me: u64) {
+        if self.mine(me) {
             bump_own(&self.own.posted[q], 1);
         } else {
             self.post_shared(q);
@@ -142,9 +123,9 @@ mod tests {
     #[test]
     fn the_owner_and_other_threads_count_into_one_figure() {
         let o = Outstanding::default();
-        o.post(RECV);
-        o.post(REQUEST);
-        o.post(REQUEST);
+        o.post(RECV, thread());
+        o.post(REQUEST, thread());
+        o.post(REQUEST, thread());
         assert_eq!((o.get(RECV), o.get(REQUEST)), (1, 2));
         assert_eq!(
             o.owner.load(Ordering::Relaxed),
@@ -154,7 +135,7 @@ mod tests {
         std::thread::scope(|s| {
             s.spawn(|| {
                 for _ in 0..1000 {
-                    o.post(REQUEST);
+                    o.post(REQUEST, thread());
                 }
                 o.report(RECV, 1);
                 o.report(REQUEST, 500);
@@ -169,14 +150,5 @@ mod tests {
         // More reports than posts (a transport's mistake) reads as idle.
         o.report(RECV, 1);
         assert_eq!(o.get(RECV), 0);
-    }
-
-    #[test]
-    fn thread_numbers_are_distinct_and_stable() {
-        let here = thread();
-        assert_eq!(here, thread());
-        let there = std::thread::spawn(thread).join().unwrap();
-        assert_ne!(here, there);
-        assert_ne!(there, 0);
     }
 }

@@ -21,6 +21,7 @@ use crate::ep_cell::op_index;
 #[inline(always)]
 fn resolve(
     inner: &EpInner,
+    slots: &post_cache::Slots,
     op: PostOp,
     segs: &mut SegList,
     iov: &[LmrTriplet],
@@ -29,11 +30,12 @@ fn resolve(
 ) -> DatResult<()> {
     let need = op.local_privilege();
     // One non-empty triplet (the usual post) resolved inline, from the LMR this thread
-    // found last under that key if no LMR was freed since (no lock: see `dat_core::mem::post_cache`).
+    // found last under that key if no LMR was freed since (no lock: see
+    // `dat_core::mem::post_cache`).
     if let [t] = iov
         && t.segment_length != 0
     {
-        match post_cache::lookup(&inner.ia.mem_generation, pz, t, need) {
+        match slots.lookup(&inner.ia.mem_generation, pz, t, need) {
             Some(seg) => segs.push(seg),
             None => segs.push(resolve_locked(inner, pz, t, need)?),
         }
@@ -168,8 +170,10 @@ impl Ep {
                 cookie,
                 flags,
             };
-            resolve(inner, op, &mut wr.segs, iov, pz, max_iov)?;
-            return submit(inner, wr, op == PostOp::Recv);
+            // One thread-local access for the lookup and the count (`submit`).
+            let slots = post_cache::slots();
+            resolve(inner, slots, op, &mut wr.segs, iov, pz, max_iov)?;
+            return submit(inner, wr, op == PostOp::Recv, slots.thread_number());
         }
         inner.check()?;
         let recv = op == PostOp::Recv;
@@ -193,7 +197,8 @@ impl Ep {
             return Err(DatError::invalid_state(Subtype::StateEpNotReady));
         };
         let mut segs = SegList::new();
-        resolve(inner, op, &mut segs, iov, pz, max_iov)?;
+        let slots = post_cache::slots();
+        resolve(inner, slots, op, &mut segs, iov, pz, max_iov)?;
         let wr = WorkRequest {
             op,
             segs,
@@ -201,20 +206,20 @@ impl Ep {
             flags,
         };
         if gate == PostGate::Flush {
-            inner.core.routes().posting(recv);
+            inner.core.routes().posting(recv, slots.thread_number());
             inner.deliver(wr.completion(DtoStatus::Flushed, 0));
             return Ok(());
         }
-        submit(inner, wr, recv)
+        submit(inner, wr, recv, slots.thread_number())
     }
 }
 
 /// Hands `wr` to the transport, counted as outstanding on the endpoint (before: its
 /// completion may be reported on another thread before the transport's call returns).
 #[inline(always)]
-fn submit(inner: &EpInner, wr: WorkRequest, recv: bool) -> DatResult<()> {
+fn submit(inner: &EpInner, wr: WorkRequest, recv: bool, me: u64) -> DatResult<()> {
     let routes = inner.core.routes();
-    routes.posting(recv);
+    routes.posting(recv, me);
     let r = inner.ia.transport.post(inner.id, wr);
     if r.is_err() {
         routes.unpost(recv);

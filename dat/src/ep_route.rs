@@ -108,11 +108,12 @@ impl Routes {
         self.current.store(p, Ordering::Release);
     }
 
-    /// Counts in a post of a receive (`recv`) or a request, before it goes to the
-    /// transport; [`Routes::unpost`] takes it back if the transport refuses it.
+    /// Counts in a post of a receive (`recv`) or a request by thread `me`
+    /// (`post_cache::thread_number`), before it goes to the transport; [`Routes::unpost`]
+    /// takes it back if the transport refuses it.
     #[inline]
-    pub(crate) fn posting(&self, recv: bool) {
-        self.outstanding.post(if recv { RECV } else { REQUEST });
+    pub(crate) fn posting(&self, recv: bool, me: u64) {
+        self.outstanding.post(if recv { RECV } else { REQUEST }, me);
     }
 
     /// Counts out a post the transport refused.

@@ -23,6 +23,7 @@
 
 use std::cell::Cell;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use super::generation::LmrGeneration;
 use super::pin::{self, Pinned, SegBuf};
@@ -64,12 +65,79 @@ impl Entry {
     };
 }
 
+/// A thread's entries, and its number beside them: a post reads both through one
+/// thread-local access ([`slots`]; in a shared library every access to a thread-local is a
+/// call).
+pub struct Slots {
+    entries: [Cell<Entry>; WAYS],
+    /// [`thread_number`], 0 until the thread asks.
+    thread: Cell<u64>,
+}
+
 thread_local! {
     // No destructor, so that a post reads it with a plain thread-relative load (a key with
     // a destructor is checked for its state at every access); `OWNER` gives back what the
     // entries own when the thread ends.
-    static CACHE: [Cell<Entry>; WAYS] = const { [const { Cell::new(Entry::EMPTY) }; WAYS] };
+    static CACHE: Slots = const {
+        Slots {
+            entries: [const { Cell::new(Entry::EMPTY) }; WAYS],
+            thread: Cell::new(0),
+        }
+    };
     static OWNER: Owner = const { Owner };
+}
+
+/// Threads numbered so far (0 means "not numbered yet").
+static THREADS: AtomicU64 = AtomicU64::new(1);
+
+/// This thread's number (see [`Slots::thread_number`]).
+#[inline(always)]
+pub fn thread_number() -> u64 {
+    slots().thread_number()
+}
+
+/// This thread's slots, for a post that asks them more than once ([`Slots::lookup`],
+/// [`Slots::thread_number`]). The reference cannot leave the thread (`Slots` is not
+/// `Sync`).
+#[inline(always)]
+pub fn slots() -> &'static Slots {
+    let p: *const Slots = CACHE.with(std::ptr::from_ref);
+    // SAFETY: `CACHE` has no destructor, so its storage stays valid for as long as the
+    // thread runs; `Slots` is made of `Cell`s (not `Sync`), so the reference cannot be sent
+    // to or shared with another thread.
+    unsafe { &*p }
+}
+
+impl Slots {
+    /// This thread's number, unique for the life of the process (numbers are never
+    /// reused) and never 0, for callers that tell threads apart on the post path (the
+    /// facade's owner of an endpoint's counts).
+    #[inline(always)]
+    pub fn thread_number(&self) -> u64 {
+        match self.thread.get() {
+            0 => self.number_thread(),
+            n => n,
+        }
+    }
+
+    #[cold]
+    fn number_thread(&self) -> u64 {
+        let n = THREADS.fetch_add(1, Ordering::Relaxed);
+        self.thread.set(n);
+        n
+    }
+
+    /// [`lookup`] in these slots.
+    #[inline(always)]
+    pub fn lookup(
+        &self,
+        generation: &LmrGeneration,
+        pz: PzId,
+        t: &LmrTriplet,
+        need: MemPriv,
+    ) -> Option<Segment> {
+        lookup_in(self, generation, pz, t, need)
+    }
 }
 
 /// Gives back what the thread's entries own when the thread ends.
@@ -78,7 +146,7 @@ struct Owner;
 impl Drop for Owner {
     fn drop(&mut self) {
         let _ = CACHE.try_with(|c| {
-            for e in c {
+            for e in &c.entries {
                 release(e.replace(Entry::EMPTY));
             }
         });
@@ -117,10 +185,20 @@ pub fn lookup(
     t: &LmrTriplet,
     need: MemPriv,
 ) -> Option<Segment> {
+    lookup_in(slots(), generation, pz, t, need)
+}
+
+#[inline(always)]
+fn lookup_in(
+    slots: &Slots,
+    generation: &LmrGeneration,
+    pz: PzId,
+    t: &LmrTriplet,
+    need: MemPriv,
+) -> Option<Segment> {
     let removed = generation.current();
     let table = generation.table();
-    let c = cache();
-    let cell = &c[way(table, t.lmr_context)];
+    let cell = &slots.entries[way(table, t.lmr_context)];
     let mut e = cell.get();
     if e.table != table || e.removed != removed || e.key != t.lmr_context {
         return None;
@@ -130,6 +208,7 @@ pub fn lookup(
     // entry or ends, neither of which can happen during this borrow.
     let region = unsafe { &*e.region };
     let offset = region.local_offset(pz, t, need)?;
+    let len = usize::try_from(t.segment_length).ok()?;
     let buf = if e.credits > 0 {
         e.credits -= 1;
         cell.set(e);
@@ -142,21 +221,10 @@ pub fn lookup(
     Some(Segment {
         buf,
         offset,
-        len: usize::try_from(t.segment_length).ok()?,
+        len,
         lkey: t.lmr_context,
         addr: t.virtual_address,
     })
-}
-
-/// This thread's entries. The closure given to `with` is as small as can be, so that the
-/// access is inlined into the post (a larger one is called out of line).
-#[inline(always)]
-fn cache() -> &'static [Cell<Entry>; WAYS] {
-    let p: *const [Cell<Entry>; WAYS] = CACHE.with(std::ptr::from_ref);
-    // SAFETY: `CACHE` has no destructor, so its storage stays valid for as long as the
-    // thread runs; the reference is `Cell`s (not `Sync`, so it cannot leave the thread) and
-    // every caller uses it only within its own call.
-    unsafe { &*p }
 }
 
 /// A reference to `region`'s pin for a segment, with a new batch of credits for `cell`
@@ -176,7 +244,7 @@ fn refill(cell: &Cell<Entry>, region: &Region) -> SegBuf {
 /// entry holds `p` and has room.
 #[inline(always)]
 pub(super) fn keep(p: *const Pinned, way: usize) -> bool {
-    let Some(cell) = cache().get(way) else {
+    let Some(cell) = slots().entries.get(way) else {
         return false;
     };
     let mut e = cell.get();
@@ -211,12 +279,12 @@ pub fn fill(mem: &MemTable, key: u32) {
         pin: region.pin.as_ptr(),
         credits: 0,
     };
-    match CACHE.try_with(|c| c[way(table, key)].replace(entry)) {
+    match CACHE.try_with(|c| c.entries[way(table, key)].replace(entry)) {
         Ok(old) if old.pin == entry.pin => {
             // The same region again (the count moved): its credits stay with the entry.
             let mut e = entry;
             e.credits = old.credits;
-            let _ = CACHE.try_with(|c| c[way(table, key)].set(e));
+            let _ = CACHE.try_with(|c| c.entries[way(table, key)].set(e));
             release(Entry { credits: 0, ..old });
         }
         Ok(old) => release(old),

@@ -15,7 +15,8 @@ fn triplet(r: &Region, len: u32) -> LmrTriplet {
 
 fn credits(r: &Region) -> usize {
     CACHE.with(|c| {
-        c.iter()
+        c.entries
+            .iter()
             .map(Cell::get)
             .find(|e| e.pin == r.pin.as_ptr())
             .map_or(0, |e| e.credits)
@@ -120,6 +121,15 @@ fn segments_take_and_give_back_credits_and_the_memory_outlives_the_lmr() {
         assert!(n < 1000, "no LMR ever took the entry");
     }
     assert_eq!(Arc::strong_count(&buf), 1);
+}
+
+#[test]
+fn thread_numbers_are_distinct_and_stable() {
+    let here = thread_number();
+    assert_eq!(here, thread_number());
+    let there = std::thread::spawn(thread_number).join().unwrap();
+    assert_ne!(here, there);
+    assert_ne!(there, 0);
 }
 
 #[test]
