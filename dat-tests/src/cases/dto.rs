@@ -622,12 +622,18 @@ fn expect_async_ep_broken(ia: &dat::Ia, ep: &Ep) {
 /// receive completes with the message, the second is flushed by the peer's disconnect, and
 /// the memory goes once the endpoint is freed. The receives are posted from a thread that
 /// has ended since, so nothing but the posts holds the memory.
+///
+/// Software providers only: on verbs the free deregisters the memory region, and the
+/// adapter then refuses the receive (a local protection error), as OFA dapl's does.
 pub fn lmr_freed_with_posts_in_flight(t: &dyn Target) -> Outcome {
     use dat::Buffer;
     use dat::types::{MemPriv, VaType};
     use std::sync::{Arc, Weak};
 
     let p = pair(t);
+    if p.a.ia.provider_attr().provider_name == "verbs" {
+        return Outcome::Skip("verbs: a freed LMR's memory region is deregistered".into());
+    }
     let bufs: Vec<Arc<Buffer>> = (0..2)
         .map(|_| Arc::new(Buffer::alloc(64, 64).unwrap()))
         .collect();
