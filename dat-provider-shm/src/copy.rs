@@ -150,7 +150,7 @@ mod tests {
 
     fn seg(buf: &Arc<Buffer>, offset: usize, len: usize) -> Segment {
         Segment {
-            buf: buf.clone(),
+            buf: buf.clone().into(),
             offset,
             len,
             lkey: 1,

@@ -6,7 +6,7 @@ use std::sync::atomic::Ordering;
 
 use dat_core::ep::state::{PostGate, post_gate};
 use dat_core::error::{ErrorType, Subtype};
-use dat_core::mem::{MemTable, SegList, total_len};
+use dat_core::mem::{MemTable, SegList, Segment, post_cache, total_len};
 use dat_core::provider::{PostOp, WorkRequest};
 use dat_core::types::{CompletionFlags, Cookie, DtoStatus, LmrTriplet, MemPriv, PzId, RmrTriplet};
 use dat_core::{DatError, DatResult};
@@ -21,31 +21,49 @@ use crate::ep_cell::op_index;
 #[inline(always)]
 fn resolve(
     inner: &EpInner,
+    slots: &post_cache::Slots,
     op: PostOp,
     segs: &mut SegList,
     iov: &[LmrTriplet],
     pz: PzId,
     max_iov: u32,
 ) -> DatResult<()> {
-    let mem = crate::sync::read(&inner.ia.mem);
-    // One non-empty triplet (the usual post) resolved inline.
+    let need = op.local_privilege();
+    // One non-empty triplet (the usual post) resolved inline, from the LMR this thread
+    // found last under that key if no LMR was freed since (no lock: see
+    // `dat_core::mem::post_cache`).
     if let [t] = iov
         && t.segment_length != 0
     {
-        match mem.try_local(pz, t, op.local_privilege()) {
+        match slots.lookup(&inner.ia.mem_generation, pz, t, need) {
             Some(seg) => segs.push(seg),
-            None => return Err(refused(&mem, pz, t, op.local_privilege())),
+            None => segs.push(resolve_locked(inner, pz, t, need)?),
         }
     } else {
-        mem.local_iov_into(pz, iov, op.local_privilege(), max_iov, segs)?;
+        crate::sync::read(&inner.ia.mem).local_iov_into(pz, iov, need, max_iov, segs)?;
     }
-    drop(mem);
     if let PostOp::RdmaRead(r) | PostOp::RdmaWrite(r) = op
         && total_len(segs) > u64::from(r.segment_length)
     {
         return Err(DatError::new(ErrorType::LengthError, Subtype::NoSubtype));
     }
     Ok(())
+}
+
+/// The segment of one non-empty triplet looked up under the table's lock, remembered for
+/// this thread's next posts (out of the post's line: a thread's first post from an LMR, or
+/// its first after any LMR of the IA was freed, or a refused triplet).
+#[cold]
+#[inline(never)]
+fn resolve_locked(inner: &EpInner, pz: PzId, t: &LmrTriplet, need: MemPriv) -> DatResult<Segment> {
+    let mem = crate::sync::read(&inner.ia.mem);
+    match mem.try_local(pz, t, need) {
+        Some(seg) => {
+            post_cache::fill(&mem, t.lmr_context);
+            Ok(seg)
+        }
+        None => Err(refused(&mem, pz, t, need)),
+    }
 }
 
 /// The error of a triplet `MemTable::try_local` refused (out of the post's line).
@@ -152,8 +170,10 @@ impl Ep {
                 cookie,
                 flags,
             };
-            resolve(inner, op, &mut wr.segs, iov, pz, max_iov)?;
-            return submit(inner, wr, op == PostOp::Recv);
+            // One thread-local access for the lookup and the count (`submit`).
+            let slots = post_cache::slots();
+            resolve(inner, slots, op, &mut wr.segs, iov, pz, max_iov)?;
+            return submit(inner, wr, op == PostOp::Recv, slots.thread_number());
         }
         inner.check()?;
         let recv = op == PostOp::Recv;
@@ -177,7 +197,8 @@ impl Ep {
             return Err(DatError::invalid_state(Subtype::StateEpNotReady));
         };
         let mut segs = SegList::new();
-        resolve(inner, op, &mut segs, iov, pz, max_iov)?;
+        let slots = post_cache::slots();
+        resolve(inner, slots, op, &mut segs, iov, pz, max_iov)?;
         let wr = WorkRequest {
             op,
             segs,
@@ -185,20 +206,20 @@ impl Ep {
             flags,
         };
         if gate == PostGate::Flush {
-            inner.core.routes().posting(recv);
+            inner.core.routes().posting(recv, slots.thread_number());
             inner.deliver(wr.completion(DtoStatus::Flushed, 0));
             return Ok(());
         }
-        submit(inner, wr, recv)
+        submit(inner, wr, recv, slots.thread_number())
     }
 }
 
 /// Hands `wr` to the transport, counted as outstanding on the endpoint (before: its
 /// completion may be reported on another thread before the transport's call returns).
 #[inline(always)]
-fn submit(inner: &EpInner, wr: WorkRequest, recv: bool) -> DatResult<()> {
+fn submit(inner: &EpInner, wr: WorkRequest, recv: bool, me: u64) -> DatResult<()> {
     let routes = inner.core.routes();
-    routes.posting(recv);
+    routes.posting(recv, me);
     let r = inner.ia.transport.post(inner.id, wr);
     if r.is_err() {
         routes.unpost(recv);

@@ -11,10 +11,10 @@
 //! The routes also count what is outstanding on the endpoint (`dat_ep_get_status`): a post
 //! the transport accepts counts in ([`Routes::posting`]), its completion or retirement
 //! counts out (the rule of `dat_core::provider::EpUpcalls`: each accepted post is reported
-//! exactly once). One atomic add per post and one per completion (or per batch of retired
-//! suppressed requests).
+//! exactly once). On the endpoint's owner thread neither is an atomic read-modify-write
+//! (`ep_count`).
 
-use std::sync::atomic::{AtomicPtr, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicPtr, Ordering};
 use std::sync::{Arc, Mutex};
 
 use dat_core::evd::{DtoCompletion, Signal};
@@ -22,6 +22,7 @@ use dat_core::provider::Completion;
 use dat_core::types::{CompletionFlags, DtoOp, DtoStatus, EpId};
 
 use crate::ep::EpCore;
+use crate::ep_count::{Outstanding, RECV, REQUEST};
 use crate::evd::EvdInner;
 use crate::sync::lock;
 
@@ -55,11 +56,6 @@ impl Route {
     }
 }
 
-/// The receive queue's slot in [`Routes`]' counts.
-const RECV: usize = 0;
-/// The request queue's slot in [`Routes`]' counts.
-const REQUEST: usize = 1;
-
 /// The current route of an endpoint and every route it had, and the count of its posts
 /// outstanding.
 pub(crate) struct Routes {
@@ -69,7 +65,7 @@ pub(crate) struct Routes {
     srq: bool,
     /// Posts outstanding: receives, requests (counted in before the transport sees a post,
     /// so a completion never counts out one that is not in yet).
-    outstanding: [AtomicU64; 2],
+    outstanding: Outstanding,
     /// The current route: never null, always `Arc::as_ptr` of an entry of `all`.
     current: AtomicPtr<Route>,
     /// Every route published, the current one last. Entries are only ever added, so each
@@ -83,7 +79,7 @@ impl Routes {
         Routes {
             ep,
             srq: core.srq.is_some(),
-            outstanding: [AtomicU64::new(0), AtomicU64::new(0)],
+            outstanding: Outstanding::default(),
             current: AtomicPtr::new(Arc::as_ptr(&first).cast_mut()),
             all: Mutex::new(vec![first]),
         }
@@ -112,34 +108,30 @@ impl Routes {
         self.current.store(p, Ordering::Release);
     }
 
-    /// Counts in a post of a receive (`recv`) or a request, before it goes to the
-    /// transport; [`Routes::unpost`] takes it back if the transport refuses it.
+    /// Counts in a post of a receive (`recv`) or a request by thread `me`
+    /// (`post_cache::thread_number`), before it goes to the transport; [`Routes::unpost`]
+    /// takes it back if the transport refuses it.
     #[inline]
-    pub(crate) fn posting(&self, recv: bool) {
-        self.outstanding[if recv { RECV } else { REQUEST }].fetch_add(1, Ordering::Relaxed);
+    pub(crate) fn posting(&self, recv: bool, me: u64) {
+        self.outstanding.post(if recv { RECV } else { REQUEST }, me);
     }
 
     /// Counts out a post the transport refused.
     #[cold]
     pub(crate) fn unpost(&self, recv: bool) {
-        self.outstanding[if recv { RECV } else { REQUEST }].fetch_sub(1, Ordering::Relaxed);
+        self.outstanding
+            .report(if recv { RECV } else { REQUEST }, 1);
     }
 
     /// Counts out `n` requests posted with SUPPRESS that completed successfully without an
     /// upcall each (`EpUpcalls::retired`).
     pub(crate) fn retired(&self, n: u32) {
-        self.outstanding[REQUEST].fetch_sub(u64::from(n), Ordering::Relaxed);
+        self.outstanding.report(REQUEST, u64::from(n));
     }
 
     /// Receives and requests posted whose completion has not been reported yet.
     pub(crate) fn outstanding(&self) -> (u64, u64) {
-        // Never below zero by the rule above; read as signed all the same, so that a
-        // transport breaking it shows an idle queue rather than 2^64 - 1 posts.
-        let load = |q: usize| {
-            let v = self.outstanding[q].load(Ordering::Relaxed);
-            u64::try_from(v.cast_signed()).unwrap_or(0)
-        };
-        (load(RECV), load(REQUEST))
+        (self.outstanding.get(RECV), self.outstanding.get(REQUEST))
     }
 
     /// Queues a DTO completion on the right EVD, applying SUPPRESS and UNSIGNALLED, and
@@ -147,7 +139,8 @@ impl Routes {
     pub(crate) fn deliver(&self, c: Completion) {
         let recv = c.op == DtoOp::Receive;
         if !(recv && self.srq) {
-            self.outstanding[if recv { RECV } else { REQUEST }].fetch_sub(1, Ordering::Relaxed);
+            self.outstanding
+                .report(if recv { RECV } else { REQUEST }, 1);
         }
         if c.status == DtoStatus::Success && c.flags.contains(CompletionFlags::SUPPRESS) {
             return;

@@ -8,7 +8,7 @@ use std::sync::{Arc, Mutex, RwLock, Weak};
 use dat_core::error::Subtype;
 use dat_core::evd::EvdQueue;
 use dat_core::evd::{AsyncHandle, Event, EventData};
-use dat_core::mem::MemTable;
+use dat_core::mem::{LmrGeneration, MemTable};
 use dat_core::provider::{AsyncFact, IaUpcalls, OpenError, OpenRequest, Provider, Transport};
 use dat_core::types::{CloseFlags, EvdFlags, EventNumber, IaAttr, ProviderAttr};
 use dat_core::{DatError, DatResult};
@@ -57,6 +57,9 @@ pub(crate) struct IaInner {
     pub(crate) name: String,
     pub(crate) transport: Arc<dyn Transport>,
     pub(crate) mem: Arc<RwLock<MemTable>>,
+    /// `mem`'s number and count of deregistrations, read by posts without the lock
+    /// (`dat_core::mem::post_cache`).
+    pub(crate) mem_generation: Arc<LmrGeneration>,
     pub(crate) ia_attr: IaAttr,
     pub(crate) provider_attr: ProviderAttr,
     next_id: AtomicU32,
@@ -153,7 +156,9 @@ impl Ia {
         origin: &str,
         async_qlen: i32,
     ) -> Result<Ia, IaOpenError> {
-        let mem = Arc::new(RwLock::new(MemTable::new()));
+        let table = MemTable::new();
+        let mem_generation = Arc::clone(table.generation());
+        let mem = Arc::new(RwLock::new(table));
         let link = Arc::new(IaLink(std::sync::OnceLock::new()));
         let req = OpenRequest {
             ia_name: name,
@@ -185,6 +190,7 @@ impl Ia {
                 provider_attr,
                 transport,
                 mem,
+                mem_generation,
                 next_id: AtomicU32::new(1),
                 children: Mutex::new(Children::default()),
                 async_evd,

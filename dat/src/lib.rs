@@ -20,6 +20,7 @@
 mod cm;
 mod ep;
 mod ep_cell;
+mod ep_count;
 mod ep_post;
 mod ep_route;
 mod evd;

@@ -23,11 +23,13 @@
 //! bytes seen in such a race are unspecified, exactly as they are on RDMA hardware. Keeping
 //! access copy-only confines such a consumer error to the bytes involved.
 //!
-//! A `Buffer` is shared as `Arc<Buffer>`: every [`Segment`](super::Segment) and
-//! [`Region`](super::Region) that names it holds a clone, so the memory outlives every queued
+//! A `Buffer` is shared as `Arc<Buffer>` by its [`Region`](super::Region); every
+//! [`Segment`](super::Segment) that names it holds a counted reference to the region's pin
+//! ([`SegBuf`](super::SegBuf)), which holds the `Arc`, so the memory outlives every queued
 //! operation that may still touch it, whatever order the consumer frees things in.
 //!
-//! This and `flag_lock` are the only modules of `dat-core` that contain `unsafe` code.
+//! This, `pin`, `post_cache` and `flag_lock` are the only modules of `dat-core` that contain
+//! `unsafe` code.
 #![allow(unsafe_code)]
 
 use std::alloc::{self, Layout};

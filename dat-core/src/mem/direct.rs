@@ -82,9 +82,11 @@ mod tests {
     use crate::types::{LmrId, MemPriv, PzId, VaType};
 
     fn region(lmr_context: u32) -> Arc<Region> {
+        let buf = Arc::new(Buffer::from_vec(vec![0; 8]));
         Arc::new(Region {
             pz: PzId(1),
-            buf: Arc::new(Buffer::from_vec(vec![0; 8])),
+            pin: crate::mem::SegBuf::new(Arc::clone(&buf)),
+            buf,
             offset: 0,
             start: 0,
             len: 8,

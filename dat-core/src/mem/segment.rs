@@ -7,16 +7,18 @@
 //! [`scatter_at`], [`copy_segments`]), which never build references into a
 //! [`Buffer`] (see its access contract).
 
-use std::sync::Arc;
-
 use smallvec::SmallVec;
 
-use super::buffer::{Buffer, OUT_OF_RANGE};
+#[cfg(doc)]
+use super::buffer::Buffer;
+use super::buffer::OUT_OF_RANGE;
+use super::pin::SegBuf;
 use crate::error::{DatError, DatResult, ErrorType, Subtype};
 
-/// Resolved local memory of one post segment. It keeps the memory alive (`Arc`) until the
-/// provider drops it, so a consumer freeing an LMR under an outstanding DTO cannot pull the
-/// memory away from the provider.
+/// Resolved local memory of one post segment. It keeps the memory alive ([`SegBuf`], a
+/// counted reference that a post and its completion take and give back without an atomic
+/// operation in the usual case) until the provider drops it, so a consumer freeing an LMR
+/// under an outstanding DTO cannot pull the memory away from the provider.
 ///
 /// Built by [`MemTable::local`](super::MemTable::local) and
 /// [`MemTable::remote`](super::MemTable::remote), which guarantee
@@ -25,8 +27,8 @@ use crate::error::{DatError, DatResult, ErrorType, Subtype};
 /// out-of-bounds access, only an `OUT_OF_RANGE` error (or a short copy).
 #[derive(Clone, Debug)]
 pub struct Segment {
-    /// The registered memory the segment lies in.
-    pub buf: Arc<Buffer>,
+    /// The registered memory the segment lies in (dereferences to the [`Buffer`]).
+    pub buf: SegBuf,
     /// Offset of the segment's first byte in `buf`.
     pub offset: usize,
     /// Length in bytes.
@@ -289,10 +291,12 @@ fn walk(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::mem::Buffer;
+    use std::sync::Arc;
 
     fn seg(buf: &Arc<Buffer>, offset: usize, len: usize) -> Segment {
         Segment {
-            buf: Arc::clone(buf),
+            buf: SegBuf::new(Arc::clone(buf)),
             offset,
             len,
             lkey: 1,

@@ -68,7 +68,9 @@ use std::sync::Arc;
 
 use super::buffer::Buffer;
 use super::direct::{Direct, SLOT_BITS};
+use super::generation::LmrGeneration;
 use super::keys::KeyGen;
+use super::pin::SegBuf;
 use super::segment::{SegList, Segment};
 use crate::error::{DatError, DatResult, ErrorType, Subtype};
 use crate::idmap::IdMap;
@@ -88,6 +90,8 @@ pub struct Region {
     pub pz: PzId,
     /// The memory.
     pub buf: Arc<Buffer>,
+    /// The reference every segment in this region takes ([`SegBuf::take`]).
+    pub pin: SegBuf,
     /// Offset in `buf` of the byte at address `start` (0 for an LMR; a window's offset).
     pub offset: usize,
     /// The registered address of the first byte: `buf.addr()` (plus `offset`) for
@@ -123,12 +127,35 @@ impl Region {
         usize::try_from(rel).ok()?.checked_add(self.offset)
     }
 
+    /// The segment of the non-empty local triplet `t` (whose key names this LMR) if a post on
+    /// an EP in `ep_pz` needing `need` may use it: the checks of
+    /// [`MemTable::try_local`] once the LMR is found.
+    #[inline(always)]
+    pub fn try_local(&self, ep_pz: PzId, t: &LmrTriplet, need: MemPriv) -> Option<Segment> {
+        self.local_offset(ep_pz, t, need)?;
+        self.segment(
+            t.virtual_address,
+            u64::from(t.segment_length),
+            t.lmr_context,
+        )
+    }
+
+    /// The buffer offset of the non-empty local triplet `t` (whose key names this LMR) if a
+    /// post on an EP in `ep_pz` needing `need` may use it (PZ, privilege, range).
+    #[inline(always)]
+    pub(crate) fn local_offset(&self, ep_pz: PzId, t: &LmrTriplet, need: MemPriv) -> Option<usize> {
+        if self.pz != ep_pz || !effective(self.privs).contains(need) {
+            return None;
+        }
+        self.resolve(t.virtual_address, u64::from(t.segment_length))
+    }
+
     /// The segment for `addr..addr+len` named by key `lkey`, if the range is inside.
-    #[inline]
+    #[inline(always)]
     fn segment(&self, addr: u64, len: u64, lkey: u32) -> Option<Segment> {
         let offset = self.resolve(addr, len)?;
         Some(Segment {
-            buf: Arc::clone(&self.buf),
+            buf: self.pin.take(),
             offset,
             len: usize::try_from(len).ok()?,
             lkey,
@@ -153,7 +180,9 @@ pub struct MemTable {
     rkeys: IdMap<u32, Arc<Region>>,
     rmrs: IdMap<RmrId, Binding>,
     keys: KeyGen,
-    empty: Arc<Buffer>,
+    empty: SegBuf,
+    /// Counts the deregistrations, for lookups made without the lock ([`MemTable::generation`]).
+    generation: Arc<LmrGeneration>,
 }
 
 impl Default for MemTable {
@@ -248,8 +277,16 @@ impl MemTable {
             keys,
             // A zero-length buffer owns no memory; sharing one avoids allocating per empty
             // segment.
-            empty: Arc::new(Buffer::from_vec(Vec::new())),
+            empty: SegBuf::new(Arc::new(Buffer::from_vec(Vec::new()))),
+            generation: Arc::new(LmrGeneration::new()),
         }
+    }
+
+    /// The table's number and count of deregistrations, which a post path may read without
+    /// the lock to reuse an LMR it found with [`MemTable::find_local`] (see
+    /// [`LmrGeneration`]).
+    pub fn generation(&self) -> &Arc<LmrGeneration> {
+        &self.generation
     }
 
     /// A fresh key, unique among the live local and remote keys.
@@ -373,8 +410,10 @@ impl MemTable {
             }
             None => self.fresh_keys(privs)?,
         };
+        let way = super::post_cache::way(self.generation.table(), lmr_context);
         let region = Arc::new(Region {
             pz,
+            pin: SegBuf::with_way(Arc::clone(&buf), way),
             buf,
             offset: 0,
             start,
@@ -407,6 +446,8 @@ impl MemTable {
         if self.rmrs.values().any(|b| b.lmr_context == lmr_context) {
             return Err(DatError::invalid_state(Subtype::StateLmrInUse));
         }
+        // Before the removal: a lookup remembered under the old count must stop matching.
+        self.generation.advance();
         let region = self
             .lmrs
             .remove(&lmr_context)
@@ -435,7 +476,7 @@ impl MemTable {
     pub fn local(&self, ep_pz: PzId, t: &LmrTriplet, need: MemPriv) -> DatResult<Segment> {
         if t.segment_length == 0 {
             return Ok(Segment {
-                buf: Arc::clone(&self.empty),
+                buf: self.empty.take(),
                 offset: 0,
                 len: 0,
                 lkey: t.lmr_context,
@@ -513,15 +554,7 @@ impl MemTable {
     /// whatever its other fields hold).
     #[inline(always)]
     pub fn try_local(&self, ep_pz: PzId, t: &LmrTriplet, need: MemPriv) -> Option<Segment> {
-        let region = self.find_lmr(t.lmr_context)?;
-        if region.pz != ep_pz || !effective(region.privs).contains(need) {
-            return None;
-        }
-        region.segment(
-            t.virtual_address,
-            u64::from(t.segment_length),
-            t.lmr_context,
-        )
+        self.find_lmr(t.lmr_context)?.try_local(ep_pz, t, need)
     }
 
     /// The error [`MemTable::local`] gives for a triplet [`MemTable::try_local`] refused.
@@ -577,6 +610,13 @@ impl MemTable {
             Some(r) => Some(r),
             None => self.lmrs.get(&lmr_context),
         }
+    }
+
+    /// The live LMR with this key, as a post finds it (the direct index, else the map), for
+    /// a caller that remembers it while [`MemTable::generation`] does not change.
+    #[inline]
+    pub fn find_local(&self, lmr_context: u32) -> Option<&Arc<Region>> {
+        self.find_lmr(lmr_context)
     }
 
     /// The live LMR with this `lmr_context` (`dat_lmr_query`).

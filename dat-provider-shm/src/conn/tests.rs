@@ -170,7 +170,7 @@ fn a_send_waits_in_the_ring_until_a_receive_is_posted() {
     assert!(!d.arm(), "a held send is not work for the provider thread");
     let buf = Arc::new(dat_core::mem::Buffer::alloc(8, 8).unwrap());
     let seg = Segment {
-        buf: buf.clone(),
+        buf: buf.clone().into(),
         offset: 2,
         len: 6,
         lkey: 1,
@@ -221,7 +221,7 @@ fn woken(d: &DataPath) -> bool {
 
 fn wr(op: PostOp, buf: &Arc<dat_core::mem::Buffer>, len: usize, flags: u32) -> WorkRequest {
     let seg = Segment {
-        buf: buf.clone(),
+        buf: buf.clone().into(),
         offset: 0,
         len,
         lkey: 1,

@@ -225,7 +225,7 @@ mod tests {
 
     fn seg(bytes: &[u8]) -> Segment {
         Segment {
-            buf: Arc::new(Buffer::from_vec(bytes.to_vec())),
+            buf: Arc::new(Buffer::from_vec(bytes.to_vec())).into(),
             offset: 0,
             len: bytes.len(),
             lkey: 1,

@@ -616,3 +616,67 @@ fn expect_async_ep_broken(ia: &dat::Ia, ep: &Ep) {
         "{ev:?}"
     );
 }
+
+/// LMRs freed, and their handles dropped, while receives name them: `dat_lmr_free` succeeds,
+/// the memory stays allocated while the provider may still write into it, the first
+/// receive completes with the message, the second is flushed by the peer's disconnect, and
+/// the memory goes once the endpoint is freed. The receives are posted from a thread that
+/// has ended since, so nothing but the posts holds the memory.
+///
+/// Software providers only: on verbs the free deregisters the memory region, and the
+/// adapter then refuses the receive (a local protection error), as OFA dapl's does.
+pub fn lmr_freed_with_posts_in_flight(t: &dyn Target) -> Outcome {
+    use dat::Buffer;
+    use dat::types::{MemPriv, VaType};
+    use std::sync::{Arc, Weak};
+
+    let p = pair(t);
+    if p.a.ia.provider_attr().provider_name == "verbs" {
+        return Outcome::Skip("verbs: a freed LMR's memory region is deregistered".into());
+    }
+    let bufs: Vec<Arc<Buffer>> = (0..2)
+        .map(|_| Arc::new(Buffer::alloc(64, 64).unwrap()))
+        .collect();
+    let weak: Vec<Weak<Buffer>> = bufs.iter().map(Arc::downgrade).collect();
+    let lmrs: Vec<dat::Lmr> = bufs
+        .into_iter()
+        .map(|b| p.a.pz.register(b, MemPriv::ALL, VaType::Va).unwrap())
+        .collect();
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            for (cookie, l) in (1..).zip(&lmrs) {
+                let flags = CompletionFlags::DEFAULT;
+                p.a.ep
+                    .post_recv(&[l.triplet(0, 64)], Cookie(cookie), flags)
+                    .unwrap();
+            }
+        });
+    });
+    for l in lmrs {
+        assert_eq!(l.free(), Ok(()));
+    }
+    assert!(
+        weak.iter().all(|w| w.upgrade().is_some()),
+        "memory named by outstanding receives stays allocated"
+    );
+    p.b.lmr.write(0, b"inflight").unwrap();
+    post_send(&p.b, &p.b.ep, 0, 8, 7);
+    expect_completion(&p.b.req, &p.b.ep, 7, DtoStatus::Success, DtoOp::Send, 8);
+    expect_completion(&p.a.recv, &p.a.ep, 1, DtoStatus::Success, DtoOp::Receive, 8);
+    p.b.ep.disconnect(CloseFlags::Graceful).unwrap();
+    expect_conn(&p.a.conn, EventNumber::Disconnected, &p.a.ep);
+    expect_completion(&p.a.recv, &p.a.ep, 2, DtoStatus::Flushed, DtoOp::Receive, 0);
+    assert_empty(&p.a.recv);
+    p.a.ep.free().unwrap();
+    // The provider drops the requests it held by the time it has reported them and freed the
+    // endpoint, or soon after on its own thread.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while weak.iter().any(|w| w.upgrade().is_some()) {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the memory of freed LMRs is released once no post names it"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(1));
+    }
+    Outcome::Pass
+}

@@ -148,6 +148,48 @@ pub fn local_freed_lmr(t: &dyn Target) -> Outcome {
     Outcome::Pass
 }
 
+/// A key stops working at once when its LMR is freed, also for a thread whose posts named
+/// it before (the facade remembers a thread's last LMRs); freeing another LMR leaves it
+/// working.
+pub fn local_freed_lmr_after_use(t: &dyn Target) -> Outcome {
+    let p = pair(t);
+    let l = p.a.pz.alloc(64, MemPriv::ALL).unwrap();
+    let other = p.a.pz.alloc(64, MemPriv::ALL).unwrap();
+    l.write(0, b"usedonce").unwrap();
+    for cookie in [1, 2] {
+        crate::harness::post_recv(&p.b, &p.b.ep, 0, 8, cookie);
+        p.a.ep
+            .post_send(&[l.triplet(0, 8)], Cookie(cookie), CompletionFlags::DEFAULT)
+            .unwrap();
+        expect_completion(
+            &p.a.req,
+            &p.a.ep,
+            cookie,
+            DtoStatus::Success,
+            DtoOp::Send,
+            8,
+        );
+        let st = DtoStatus::Success;
+        expect_completion(&p.b.recv, &p.b.ep, cookie, st, DtoOp::Receive, 8);
+        if cookie == 1 {
+            other.free().unwrap();
+        }
+    }
+    assert_eq!(read(&p.b.lmr, 0, 8), b"usedonce");
+    let tr = l.triplet(0, 8);
+    l.free().unwrap();
+    assert_eq!(
+        p.a.ep.post_send(&[tr], Cookie(3), CompletionFlags::DEFAULT),
+        Err(prot(Subtype::ProtectionRead))
+    );
+    assert_eq!(
+        p.a.ep.post_recv(&[tr], Cookie(4), CompletionFlags::DEFAULT),
+        Err(prot(Subtype::ProtectionWrite))
+    );
+    assert_empty(&p.a.req);
+    Outcome::Pass
+}
+
 /// Runs one bad remote access and checks the whole outcome: REMOTE_ACCESS completion for the
 /// cookie, BROKEN on both sides, DISCONNECTED states, the target's bytes unchanged, the
 /// initiator's sink unchanged for reads.

@@ -163,6 +163,7 @@ impl MemTable {
         Ok(Region {
             pz,
             buf: Arc::clone(&lmr.buf),
+            pin: lmr.pin.clone(),
             offset,
             start,
             len,

@@ -1,0 +1,154 @@
+//! [`Outstanding`]: what an endpoint has posted and not yet seen reported
+//! (`dat_ep_get_status`), counted without an atomic read-modify-write on the usual path.
+//!
+//! Each queue (receives, requests) has two monotonic pairs of counts: posts and reports
+//! made on the endpoint's *owner* thread, and those made on any other thread. The owner is
+//! the first thread that posts on the endpoint; it alone writes its pair, so it counts with
+//! a plain load and store (no `lock` prefix, no barrier). Other threads add to the shared
+//! pair atomically, as every post did before. A ping-pong whose thread posts and polls its
+//! own endpoint (the usual pattern) therefore counts without a single atomic
+//! read-modify-write; an endpoint posted to from several threads pays one per post on all
+//! but one of them.
+//!
+//! What is outstanding is the posts minus the reports. [`Outstanding::get`] reads the
+//! reports first, then the posts (every count is written with Release, read with Acquire):
+//! a report it sees follows its post, which it then sees too, so the difference never
+//! counts a report without its post. As before, a post or report made during the read may
+//! be missed (a moment's overcount or undercount of that one post).
+
+use std::sync::atomic::{AtomicU64, Ordering};
+
+/// The receive queue's index.
+pub(crate) const RECV: usize = 0;
+/// The request queue's index.
+pub(crate) const REQUEST: usize = 1;
+
+/// This thread's number (never 0, never reused), read beside the post cache's entries.
+#[inline(always)]
+fn thread() -> u64 {
+    dat_core::mem::post_cache::thread_number()
+}
+
+/// One thread's counts or the shared ones: posts and reports per queue.
+#[derive(Default)]
+struct Pair {
+    posted: [AtomicU64; 2],
+    reported: [AtomicU64; 2],
+}
+
+/// The counts of one endpoint (see the [module documentation](self)).
+#[derive(Default)]
+pub(crate) struct Outstanding {
+    /// The owner's thread number, 0 until the first post.
+    owner: AtomicU64,
+    /// Written by the owner only.
+    own: Pair,
+    /// Written by any other thread, atomically.
+    shared: Pair,
+}
+
+/// Adds `n` to a count only the calling thread writes.
+#[inline(always)]
+fn bump_own(c: &AtomicU64, n: u64) {
+    c.store(c.load(Ordering::Relaxed).wrapping_add(n), Ordering::Release);
+}
+
+impl Outstanding {
+    /// True if thread `me` is the owner (the first thread to ask becomes it).
+    #[inline(always)]
+    fn mine(&self, me: u64) -> bool {
+        match self.owner.load(Ordering::Relaxed) {
+            o if o == me => true,
+            0 => self.claim(me),
+            _ => false,
+        }
+    }
+
+    #[cold]
+    fn claim(&self, me: u64) -> bool {
+        self.owner
+            .compare_exchange(0, me, Ordering::Relaxed, Ordering::Relaxed)
+            .is_ok()
+    }
+
+    /// Counts a post on queue `q` by thread `me` (`post_cache::thread_number`) in, before
+    /// the transport sees it.
+    #[inline(always)]
+    pub(crate) fn post(&self, q: usize, me: u64) {
+        if self.mine(me) {
+            bump_own(&self.own.posted[q], 1);
+        } else {
+            self.post_shared(q);
+        }
+    }
+
+    #[cold]
+    fn post_shared(&self, q: usize) {
+        self.shared.posted[q].fetch_add(1, Ordering::Release);
+    }
+
+    /// Counts `n` posts on queue `q` out: reported, or refused by the transport.
+    #[inline(always)]
+    pub(crate) fn report(&self, q: usize, n: u64) {
+        if self.owner.load(Ordering::Relaxed) == thread() {
+            bump_own(&self.own.reported[q], n);
+        } else {
+            self.report_shared(q, n);
+        }
+    }
+
+    #[cold]
+    fn report_shared(&self, q: usize, n: u64) {
+        self.shared.reported[q].fetch_add(n, Ordering::Release);
+    }
+
+    /// Posts on queue `q` not reported yet.
+    pub(crate) fn get(&self, q: usize) -> u64 {
+        let reported = self.own.reported[q]
+            .load(Ordering::Acquire)
+            .wrapping_add(self.shared.reported[q].load(Ordering::Acquire));
+        let posted = self.own.posted[q]
+            .load(Ordering::Acquire)
+            .wrapping_add(self.shared.posted[q].load(Ordering::Acquire));
+        // Never below zero by the rule above; read as signed all the same, so that a
+        // transport reporting a post twice shows an idle queue rather than 2^64 - 1 posts.
+        u64::try_from(posted.wrapping_sub(reported).cast_signed()).unwrap_or(0)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_owner_and_other_threads_count_into_one_figure() {
+        let o = Outstanding::default();
+        o.post(RECV, thread());
+        o.post(REQUEST, thread());
+        o.post(REQUEST, thread());
+        assert_eq!((o.get(RECV), o.get(REQUEST)), (1, 2));
+        assert_eq!(
+            o.owner.load(Ordering::Relaxed),
+            thread(),
+            "the first poster owns"
+        );
+        std::thread::scope(|s| {
+            s.spawn(|| {
+                for _ in 0..1000 {
+                    o.post(REQUEST, thread());
+                }
+                o.report(RECV, 1);
+                o.report(REQUEST, 500);
+            });
+            s.spawn(|| o.report(REQUEST, 2));
+        });
+        assert_eq!(o.shared.posted[REQUEST].load(Ordering::Relaxed), 1000);
+        assert_eq!((o.get(RECV), o.get(REQUEST)), (0, 500));
+        o.report(REQUEST, 500);
+        assert_eq!(o.own.reported[REQUEST].load(Ordering::Relaxed), 500);
+        assert_eq!(o.get(REQUEST), 0);
+        // More reports than posts (a transport's mistake) reads as idle.
+        o.report(RECV, 1);
+        assert_eq!(o.get(RECV), 0);
+    }
+}
