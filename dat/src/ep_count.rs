@@ -16,6 +16,7 @@
 //! counts a report without its post. As before, a post or report made during the read may
 //! be missed (a moment's overcount or undercount of that one post).
 
+use std::cell::Cell;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 /// The receive queue's index.
@@ -23,10 +24,31 @@ pub(crate) const RECV: usize = 0;
 /// The request queue's index.
 pub(crate) const REQUEST: usize = 1;
 
-/// This thread's number (never 0, never reused), read beside the post cache's entries.
+thread_local! {
+    /// This thread's number as `dat_core::mem::post_cache::thread_number` gives it, 0 until
+    /// asked. A copy in this crate: a report (a completion upcall) then reads it through the
+    /// same thread-local access as the hand-off's slots it reads too (`crate::handoff`),
+    /// where the post cache's own would be a second one (in a shared library each is a call
+    /// to `__tls_get_addr`; the accesses to one crate's thread-locals in a function share
+    /// one). No destructor: a plain thread-relative load.
+    static ME: Cell<u64> = const { Cell::new(0) };
+}
+
+/// This thread's number (never 0, never reused): the one a post counts under (its
+/// `post_cache::Slots::thread_number`).
 #[inline(always)]
-fn thread() -> u64 {
-    dat_core::mem::post_cache::thread_number()
+pub(crate) fn thread() -> u64 {
+    match ME.get() {
+        0 => learn_thread(),
+        n => n,
+    }
+}
+
+#[cold]
+fn learn_thread() -> u64 {
+    let n = dat_core::mem::post_cache::thread_number();
+    ME.set(n);
+    n
 }
 
 /// One thread's counts or the shared ones: posts and reports per queue.
@@ -90,7 +112,13 @@ impl Outstanding {
     /// Counts `n` posts on queue `q` out: reported, or refused by the transport.
     #[inline(always)]
     pub(crate) fn report(&self, q: usize, n: u64) {
-        if self.owner.load(Ordering::Relaxed) == thread() {
+        self.report_by(q, n, thread());
+    }
+
+    /// [`Outstanding::report`] by thread `me` ([`thread`]), for a caller that has it.
+    #[inline(always)]
+    pub(crate) fn report_by(&self, q: usize, n: u64, me: u64) {
+        if self.owner.load(Ordering::Relaxed) == me {
             bump_own(&self.own.reported[q], n);
         } else {
             self.report_shared(q, n);
@@ -119,6 +147,26 @@ impl Outstanding {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_report_knows_the_thread_by_the_number_its_posts_count_under() {
+        let post = || dat_core::mem::post_cache::thread_number();
+        assert_eq!(thread(), post());
+        let other = std::thread::spawn(move || {
+            let n = thread();
+            assert_eq!(n, post());
+            n
+        })
+        .join()
+        .unwrap();
+        assert_ne!(other, thread());
+        // A report on the owner's thread counts into the owner's pair.
+        let o = Outstanding::default();
+        o.post(REQUEST, post());
+        o.report(REQUEST, 1);
+        assert_eq!(o.own.reported[REQUEST].load(Ordering::Relaxed), 1);
+        assert_eq!(o.shared.reported[REQUEST].load(Ordering::Relaxed), 0);
+    }
 
     #[test]
     fn the_owner_and_other_threads_count_into_one_figure() {

@@ -137,10 +137,14 @@ impl Routes {
     /// Queues a DTO completion on the right EVD, applying SUPPRESS and UNSIGNALLED, and
     /// counts its post out.
     pub(crate) fn deliver(&self, c: Completion) {
+        // Read first, whatever the completion: this crate's thread-locals are reached
+        // through one `__tls_get_addr` call per function in a shared library only where
+        // the first access comes before every other (the hand-off's, in `push_dto`).
+        let me = crate::ep_count::thread();
         let recv = c.op == DtoOp::Receive;
         if !(recv && self.srq) {
             self.outstanding
-                .report(if recv { RECV } else { REQUEST }, 1);
+                .report_by(if recv { RECV } else { REQUEST }, 1, me);
         }
         if c.status == DtoStatus::Success && c.flags.contains(CompletionFlags::SUPPRESS) {
             return;
