@@ -16,7 +16,6 @@
 //! counts a report without its post. As before, a post or report made during the read may
 //! be missed (a moment's overcount or undercount of that one post).
 
-use std::cell::Cell;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 /// The receive queue's index.
@@ -24,31 +23,12 @@ pub(crate) const RECV: usize = 0;
 /// The request queue's index.
 pub(crate) const REQUEST: usize = 1;
 
-thread_local! {
-    /// This thread's number as `dat_core::mem::post_cache::thread_number` gives it, 0 until
-    /// asked. A copy in this crate: a report (a completion upcall) then reads it through the
-    /// same thread-local access as the hand-off's slots it reads too (`crate::handoff`),
-    /// where the post cache's own would be a second one (in a shared library each is a call
-    /// to `__tls_get_addr`; the accesses to one crate's thread-locals in a function share
-    /// one). No destructor: a plain thread-relative load.
-    static ME: Cell<u64> = const { Cell::new(0) };
-}
-
 /// This thread's number (never 0, never reused): the one a post counts under (its
-/// `post_cache::Slots::thread_number`).
+/// `post_cache::Slots::thread_number`), read through this crate's thread-local (a report
+/// comes with a completion upcall, which reads it for the hand-off too: `crate::handoff`).
 #[inline(always)]
 pub(crate) fn thread() -> u64 {
-    match ME.get() {
-        0 => learn_thread(),
-        n => n,
-    }
-}
-
-#[cold]
-fn learn_thread() -> u64 {
-    let n = dat_core::mem::post_cache::thread_number();
-    ME.set(n);
-    n
+    crate::handoff::thread_number()
 }
 
 /// One thread's counts or the shared ones: posts and reports per queue.

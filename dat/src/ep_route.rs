@@ -137,9 +137,9 @@ impl Routes {
     /// Queues a DTO completion on the right EVD, applying SUPPRESS and UNSIGNALLED, and
     /// counts its post out.
     pub(crate) fn deliver(&self, c: Completion) {
-        // Read first, whatever the completion: this crate's thread-locals are reached
-        // through one `__tls_get_addr` call per function in a shared library only where
-        // the first access comes before every other (the hand-off's, in `push_dto`).
+        // Read first, whatever the completion: the thread-local it is read from is the
+        // hand-off's (`push_dto`), whose access this one then serves in a shared library
+        // (one `__tls_get_addr` call where the first access comes before the others).
         let me = crate::ep_count::thread();
         let recv = c.op == DtoOp::Receive;
         if !(recv && self.srq) {
