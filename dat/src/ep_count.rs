@@ -23,10 +23,12 @@ pub(crate) const RECV: usize = 0;
 /// The request queue's index.
 pub(crate) const REQUEST: usize = 1;
 
-/// This thread's number (never 0, never reused), read beside the post cache's entries.
+/// This thread's number (never 0, never reused): the one a post counts under (its
+/// `post_cache::Slots::thread_number`), read through this crate's thread-local (a report
+/// comes with a completion upcall, which reads it for the hand-off too: `crate::handoff`).
 #[inline(always)]
-fn thread() -> u64 {
-    dat_core::mem::post_cache::thread_number()
+pub(crate) fn thread() -> u64 {
+    crate::handoff::thread_number()
 }
 
 /// One thread's counts or the shared ones: posts and reports per queue.
@@ -90,7 +92,13 @@ impl Outstanding {
     /// Counts `n` posts on queue `q` out: reported, or refused by the transport.
     #[inline(always)]
     pub(crate) fn report(&self, q: usize, n: u64) {
-        if self.owner.load(Ordering::Relaxed) == thread() {
+        self.report_by(q, n, thread());
+    }
+
+    /// [`Outstanding::report`] by thread `me` ([`thread`]), for a caller that has it.
+    #[inline(always)]
+    pub(crate) fn report_by(&self, q: usize, n: u64, me: u64) {
+        if self.owner.load(Ordering::Relaxed) == me {
             bump_own(&self.own.reported[q], n);
         } else {
             self.report_shared(q, n);
@@ -119,6 +127,26 @@ impl Outstanding {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_report_knows_the_thread_by_the_number_its_posts_count_under() {
+        let post = || dat_core::mem::post_cache::thread_number();
+        assert_eq!(thread(), post());
+        let other = std::thread::spawn(move || {
+            let n = thread();
+            assert_eq!(n, post());
+            n
+        })
+        .join()
+        .unwrap();
+        assert_ne!(other, thread());
+        // A report on the owner's thread counts into the owner's pair.
+        let o = Outstanding::default();
+        o.post(REQUEST, post());
+        o.report(REQUEST, 1);
+        assert_eq!(o.own.reported[REQUEST].load(Ordering::Relaxed), 1);
+        assert_eq!(o.shared.reported[REQUEST].load(Ordering::Relaxed), 0);
+    }
 
     #[test]
     fn the_owner_and_other_threads_count_into_one_figure() {

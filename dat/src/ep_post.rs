@@ -6,7 +6,7 @@ use std::sync::atomic::Ordering;
 
 use dat_core::ep::state::{PostGate, post_gate};
 use dat_core::error::{ErrorType, Subtype};
-use dat_core::mem::{MemTable, SegList, Segment, post_cache, total_len};
+use dat_core::mem::{MemTable, SegList, Segment, one_segment, post_cache, total_len};
 use dat_core::provider::{PostOp, WorkRequest};
 use dat_core::types::{CompletionFlags, Cookie, DtoStatus, LmrTriplet, MemPriv, PzId, RmrTriplet};
 use dat_core::{DatError, DatResult};
@@ -14,10 +14,35 @@ use dat_core::{DatError, DatResult};
 use crate::ep::{Ep, EpInner};
 use crate::ep_cell::op_index;
 
+/// The one non-empty triplet `t` of a post of `op` resolved (checked against the EP's PZ and
+/// the operation's privilege) and, for an RDMA, its length checked against the remote
+/// segment: from the LMR this thread found last under that key if no LMR was freed since (no
+/// lock: see `dat_core::mem::post_cache`), else under the table's lock. The same checks, in
+/// the same order, as [`resolve`] gives a list of one triplet.
+#[inline(always)]
+fn resolve_one(
+    inner: &EpInner,
+    slots: &post_cache::Slots,
+    op: PostOp,
+    t: &LmrTriplet,
+    pz: PzId,
+) -> DatResult<Segment> {
+    let need = op.local_privilege();
+    let seg = match slots.lookup(&inner.ia.mem_generation, pz, t, need) {
+        Some(seg) => seg,
+        None => resolve_locked(inner, pz, t, need)?,
+    };
+    if let PostOp::RdmaRead(r) | PostOp::RdmaWrite(r) = op
+        && seg.len_u64() > u64::from(r.segment_length)
+    {
+        return Err(DatError::new(ErrorType::LengthError, Subtype::NoSubtype));
+    }
+    Ok(seg)
+}
+
 /// Resolves the segments of a post of `op` whose other checks passed into `segs` (checked
 /// against `max_iov`, the EP's PZ and the operation's privilege) and, for an RDMA, checks the
-/// length against the remote segment. The caller builds the work request around `segs` in
-/// the call to the transport, so that it is written once, where the call takes it.
+/// length against the remote segment.
 #[inline(always)]
 fn resolve(
     inner: &EpInner,
@@ -28,20 +53,19 @@ fn resolve(
     pz: PzId,
     max_iov: u32,
 ) -> DatResult<()> {
-    let need = op.local_privilege();
-    // One non-empty triplet (the usual post) resolved inline, from the LMR this thread
-    // found last under that key if no LMR was freed since (no lock: see
-    // `dat_core::mem::post_cache`).
     if let [t] = iov
         && t.segment_length != 0
     {
-        match slots.lookup(&inner.ia.mem_generation, pz, t, need) {
-            Some(seg) => segs.push(seg),
-            None => segs.push(resolve_locked(inner, pz, t, need)?),
-        }
-    } else {
-        crate::sync::read(&inner.ia.mem).local_iov_into(pz, iov, need, max_iov, segs)?;
+        segs.push(resolve_one(inner, slots, op, t, pz)?);
+        return Ok(());
     }
+    crate::sync::read(&inner.ia.mem).local_iov_into(
+        pz,
+        iov,
+        op.local_privilege(),
+        max_iov,
+        segs,
+    )?;
     if let PostOp::RdmaRead(r) | PostOp::RdmaWrite(r) = op
         && total_len(segs) > u64::from(r.segment_length)
     {
@@ -162,18 +186,44 @@ impl Ep {
             .accepts(flags, iov.len())
             .filter(|_| !inner.freed.load(Ordering::Acquire))
         {
-            // The segments are resolved into the request itself, not into a list then moved
-            // into it (a 128-byte copy per post).
+            // One thread-local access for the lookup and the count.
+            let slots = post_cache::slots();
+            let me = slots.thread_number();
+            // The usual post, one non-empty segment: its request is built where the
+            // transport's call takes it (no list is pushed to or borrowed on the way, nor
+            // does the request pass through another function's parameter: each made the
+            // compiler copy the 128-byte request).
+            if let [t] = iov
+                && t.segment_length != 0
+            {
+                let seg = resolve_one(inner, slots, op, t, pz)?;
+                let recv = op == PostOp::Recv;
+                let routes = inner.core.routes();
+                routes.posting(recv, me);
+                let r = inner.ia.transport.post(
+                    inner.id,
+                    WorkRequest {
+                        op,
+                        segs: one_segment(seg),
+                        cookie,
+                        flags,
+                    },
+                );
+                if r.is_err() {
+                    routes.unpost(recv);
+                }
+                return r;
+            }
+            // Several segments, or none: the list is resolved into the request itself, not
+            // into a list then moved into it (a 128-byte copy).
             let mut wr = WorkRequest {
                 op,
                 segs: SegList::new(),
                 cookie,
                 flags,
             };
-            // One thread-local access for the lookup and the count (`submit`).
-            let slots = post_cache::slots();
             resolve(inner, slots, op, &mut wr.segs, iov, pz, max_iov)?;
-            return submit(inner, wr, op == PostOp::Recv, slots.thread_number());
+            return submit(inner, wr, op == PostOp::Recv, me);
         }
         inner.check()?;
         let recv = op == PostOp::Recv;

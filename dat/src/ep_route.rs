@@ -137,10 +137,14 @@ impl Routes {
     /// Queues a DTO completion on the right EVD, applying SUPPRESS and UNSIGNALLED, and
     /// counts its post out.
     pub(crate) fn deliver(&self, c: Completion) {
+        // Read first, whatever the completion: the thread-local it is read from is the
+        // hand-off's (`push_dto`), whose access this one then serves in a shared library
+        // (one `__tls_get_addr` call where the first access comes before the others).
+        let me = crate::ep_count::thread();
         let recv = c.op == DtoOp::Receive;
         if !(recv && self.srq) {
             self.outstanding
-                .report(if recv { RECV } else { REQUEST }, 1);
+                .report_by(if recv { RECV } else { REQUEST }, 1, me);
         }
         if c.status == DtoStatus::Success && c.flags.contains(CompletionFlags::SUPPRESS) {
             return;

@@ -14,12 +14,49 @@ use std::cell::Cell;
 
 use dat_core::evd::DtoCompletion;
 
-thread_local! {
+/// This thread's slots in the facade, one thread-local for all of them: in a shared library
+/// every thread-local is reached through a call to `__tls_get_addr`, which a function makes
+/// once per thread-local it reads (where the compiler sees one access come before the
+/// others), not once per crate. A completion upcall reads the thread's number and the
+/// hand-off's slot; a poll opens, reads and closes the slot.
+struct Slots {
     /// The EVD whose poll is driving progress on this thread and has no completion yet (null
     /// when none).
-    static WANT: Cell<*const ()> = const { Cell::new(std::ptr::null()) };
+    want: Cell<*const ()>,
     /// The completion handed to that poll.
-    static GOT: Cell<Option<DtoCompletion>> = const { Cell::new(None) };
+    got: Cell<Option<DtoCompletion>>,
+    /// This thread's number as `dat_core::mem::post_cache::thread_number` gives it (0 until
+    /// asked): see [`thread_number`].
+    thread: Cell<u64>,
+}
+
+thread_local! {
+    // No destructor: a plain thread-relative access, with no state to check.
+    static SLOTS: Slots = const {
+        Slots {
+            want: Cell::new(std::ptr::null()),
+            got: Cell::new(None),
+            thread: Cell::new(0),
+        }
+    };
+}
+
+/// This thread's number (never 0, never reused): the one its posts count under
+/// (`post_cache::Slots::thread_number`), read through this crate's thread-local, which a
+/// completion upcall reads anyway for [`offer`].
+#[inline(always)]
+pub(crate) fn thread_number() -> u64 {
+    SLOTS.with(|s| match s.thread.get() {
+        0 => learn_thread(s),
+        n => n,
+    })
+}
+
+#[cold]
+fn learn_thread(s: &Slots) -> u64 {
+    let n = dat_core::mem::post_cache::thread_number();
+    s.thread.set(n);
+    n
 }
 
 /// Runs `progress` with `evd`'s poll open for a hand-off; returns what `progress` returned
@@ -33,15 +70,19 @@ pub(crate) fn poll<E>(evd: &E, progress: impl FnOnce() -> bool) -> (bool, Option
     struct Close;
     impl Drop for Close {
         fn drop(&mut self) {
-            WANT.set(std::ptr::null());
-            GOT.set(None);
+            SLOTS.with(|s| {
+                s.want.set(std::ptr::null());
+                s.got.set(None);
+            });
         }
     }
-    WANT.set(std::ptr::from_ref(evd).cast());
+    SLOTS.with(|s| s.want.set(std::ptr::from_ref(evd).cast()));
     let close = Close;
     let progressed = progress();
-    WANT.set(std::ptr::null());
-    let got = GOT.take();
+    let got = SLOTS.with(|s| {
+        s.want.set(std::ptr::null());
+        s.got.take()
+    });
     // Closed already: the guard is only for an unwinding `progress`.
     std::mem::forget(close);
     (progressed, got)
@@ -52,12 +93,14 @@ pub(crate) fn poll<E>(evd: &E, progress: impl FnOnce() -> bool) -> (bool, Option
 /// EVD is idle.
 #[inline]
 pub(crate) fn offer<E>(evd: &E, c: DtoCompletion) -> bool {
-    if std::ptr::eq(WANT.get(), std::ptr::from_ref(evd).cast()) {
-        WANT.set(std::ptr::null());
-        GOT.set(Some(c));
-        return true;
-    }
-    false
+    SLOTS.with(|s| {
+        if std::ptr::eq(s.want.get(), std::ptr::from_ref(evd).cast()) {
+            s.want.set(std::ptr::null());
+            s.got.set(Some(c));
+            return true;
+        }
+        false
+    })
 }
 
 #[cfg(test)]

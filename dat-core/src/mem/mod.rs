@@ -26,7 +26,7 @@ pub use buffer::{Buffer, OUT_OF_RANGE};
 pub use generation::LmrGeneration;
 pub use pin::SegBuf;
 pub use segment::{
-    SegList, Segment, check_length, copy_segments, gather, gather_at, scatter, scatter_at,
-    scatter_at_ordered, total_len,
+    SegList, Segment, check_length, copy_segments, gather, gather_at, one_segment, scatter,
+    scatter_at, scatter_at_ordered, total_len,
 };
 pub use table::{MemTable, Region, WindowBind};
