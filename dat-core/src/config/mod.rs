@@ -61,7 +61,7 @@
 //! recorded as a [`SkippedLine`] that says why; a dat.conf never fails to parse. Such a registry
 //! has no `default`.
 //!
-//! # Resolution ([`resolve`])
+//! # Resolution ([`resolve()`])
 //!
 //! 1. `$DAT_CONF`, if set and non-empty: that file must be readable (no fallback, like
 //!    libdat2's `$DAT_OVERRIDE`). It is read as TOML when its name ends in `.toml` or its first

@@ -6,7 +6,7 @@ use super::{Actions, BARE_INVALID_STATE, ConnEvent, EpState, Input, Outcome, POS
 use crate::error::DatError;
 use crate::types::CloseFlags;
 
-/// The table of [`transition`] without decision 26.
+/// The table of [`transition`](super::transition) without decision 26.
 pub(super) fn decide(state: EpState, input: Input) -> Outcome {
     use Actions as A;
     use EpState as S;
