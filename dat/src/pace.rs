@@ -45,10 +45,17 @@
 //! of 0.21 on the fast host). A held look measures no gap (only a stretch's own looks do) and
 //! lets [`HOLD`] run out; it renews it when the switch count grew by [`HELD_RENEW`] since the
 //! previous held look: the yields keep handing the CPU to another thread (two pollers on one
-//! core). It never ends the hold early: a yield does not switch while the scheduler finds the
-//! other thread not yet eligible, and a release then costs two pollers on one core a
-//! scheduler slice per message. A thread alone on its core never yields, so the uncontended
-//! fast path only counts its polls.
+//! core). It does not end the hold early because a few yields did not switch (a yield does not
+//! switch while the scheduler finds the other thread not yet eligible, and a release then
+//! costs two pollers on one core a scheduler slice per message), but it does when the
+//! thread's waits ended in work since the previous held look and it was never off its CPU
+//! meanwhile, by a yield, a preemption or a sleep (voluntary switches count here): what
+//! answered it runs on another CPU. Two pollers on one core cannot do that, since every
+//! answer needs the waiting thread off the CPU. Without this release a pair on two cores that
+//! was once counted contended (a preemption at the start of a `datperf` chunk, say) yielded
+//! on every empty poll for `HOLD`, one system call per message: shm 8-byte polled latency
+//! 0.37-0.42 us instead of 0.22-0.24 (session 9). A thread alone on its core never yields,
+//! so the uncontended fast path only counts its polls.
 
 use std::cell::Cell;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -90,6 +97,10 @@ struct Pacer {
     held: u32,
     /// Involuntary switches at the previous held look.
     held_switches: Option<u64>,
+    /// All switches (voluntary ones too) at the previous held look.
+    held_all: Option<u64>,
+    /// A stretch ended in work since the previous held look.
+    worked: bool,
 }
 
 /// What an empty poll does beside counting.
@@ -112,6 +123,8 @@ impl Pacer {
         until: None,
         held: 0,
         held_switches: None,
+        held_all: None,
+        worked: false,
     };
 
     /// Counts an empty poll; returns which look at the clock this one makes.
@@ -132,8 +145,9 @@ impl Pacer {
         Look::No
     }
 
-    /// A held look at `now` (contended, across stretches; see the module notes).
-    fn held_look(&mut self, now: Instant, switches: impl FnOnce() -> Option<u64>) {
+    /// A held look at `now` (contended, across stretches; see the module notes); `switches`
+    /// gives the thread's `(involuntary, all)` context switches so far.
+    fn held_look(&mut self, now: Instant, switches: impl FnOnce() -> Option<(u64, u64)>) {
         self.seen = Some(now);
         if !self.contended() {
             // The hold ran out since the previous look: the thread was away from its polls
@@ -144,13 +158,23 @@ impl Pacer {
             self.settle();
             return;
         }
-        let n = switches();
+        let (n, all) = switches().unzip();
         if let (Some(n), Some(before)) = (n, self.held_switches)
             && n.saturating_sub(before) >= HELD_RENEW
         {
             self.until = Some(now + HOLD);
+        } else if self.worked && all.is_some() && all == self.held_all {
+            // Its waits ended in work, yet the thread was never off its CPU since the
+            // previous held look: whatever answered it runs on another CPU, and its yields
+            // found nobody to hand this one to. (Two pollers on one core cannot do that:
+            // each answer needs this thread off the CPU, by a yield, a preemption or a
+            // sleep.) Yielding on would only add a system call per message.
+            RELEASES.fetch_add(1, Ordering::Relaxed);
+            self.until = None;
         }
         self.held_switches = n;
+        self.held_all = all;
+        self.worked = false;
         self.settle();
     }
 
@@ -160,6 +184,8 @@ impl Pacer {
             self.until = None;
             self.held = 0;
             self.held_switches = None;
+            self.held_all = None;
+            self.worked = false;
         }
     }
 
@@ -171,6 +197,7 @@ impl Pacer {
 
     /// Ends the stretch: the next one starts without a look or a switch count.
     fn end(&mut self) {
+        self.worked = true;
         self.run = 0;
         self.last_look = None;
         self.switches = None;
@@ -265,7 +292,7 @@ pub(crate) fn idle_poll() {
     match p.count() {
         Look::No => {}
         Look::Stretch => p.look(Instant::now(), dat_sys::sched::involuntary_switches),
-        Look::Held => p.held_look(Instant::now(), dat_sys::sched::involuntary_switches),
+        Look::Held => p.held_look(Instant::now(), dat_sys::sched::switches),
     }
     PACER.set(p);
     OPEN.set(true);
@@ -377,7 +404,19 @@ mod tests {
     /// a stretch look's worth; the switch count grows by `grow` at every held look. Returns
     /// the time of the last poll.
     fn ping_pong(p: &mut Pacer, from: Instant, messages: u32, grow: u64) -> Instant {
-        let (mut now, mut n) = (from, 4);
+        ping_pong_sleeping(p, from, messages, grow, 0)
+    }
+
+    /// As [`ping_pong`], the thread also blocking `sleeps` times between held looks
+    /// (voluntary switches).
+    fn ping_pong_sleeping(
+        p: &mut Pacer,
+        from: Instant,
+        messages: u32,
+        grow: u64,
+        sleeps: u64,
+    ) -> Instant {
+        let (mut now, mut n, mut all) = (from, 4, 10);
         for _ in 0..messages {
             for _ in 0..3 {
                 now += Duration::from_micros(1);
@@ -386,13 +425,45 @@ mod tests {
                     Look::Stretch => panic!("a look within a stretch of three"),
                     Look::Held => {
                         n += grow;
-                        p.held_look(now, || Some(n));
+                        all += grow + sleeps;
+                        p.held_look(now, || Some((n, all)));
                     }
                 }
             }
             found(p, now, n);
         }
         now
+    }
+
+    #[test]
+    fn a_contended_thread_answered_from_another_cpu_stops_yielding_within_two_held_looks() {
+        // Its yields find nobody ready and it is never off its CPU, yet its waits end in
+        // work: the peer runs elsewhere (two cores: session 9's 0.37 us mode).
+        let mut p = Pacer::NEW;
+        let t1 = preempted(&mut p);
+        let per_look = LOOK_EVERY / 3 + 1;
+        ping_pong(&mut p, t1, 2 * per_look + 1, 0);
+        assert!(!p.contended());
+        // Uncontended, short stretches make no look at all.
+        let end = ping_pong(&mut p, t1, 1000, 0);
+        assert!(!p.contended());
+        assert!(end < t1 + HOLD);
+    }
+
+    #[test]
+    fn a_contended_thread_that_blocks_between_answers_keeps_its_hold() {
+        // Off its CPU by sleeping (or a nap of the transport) while its answers came: the
+        // peer may share the CPU, so the hold stands until HOLD.
+        let mut p = Pacer::NEW;
+        let t1 = preempted(&mut p);
+        let end = ping_pong_sleeping(&mut p, t1, 1000, 0, 1);
+        assert!(end < t1 + HOLD);
+        assert!(p.contended());
+        // One involuntary switch per held look (below HELD_RENEW) keeps it too.
+        let mut p = Pacer::NEW;
+        let t1 = preempted(&mut p);
+        ping_pong(&mut p, t1, 1000, 1);
+        assert!(p.contended());
     }
 
     /// A spinner preempted for 4 ms: contended from the returned time.
@@ -447,7 +518,7 @@ mod tests {
                 now += Duration::from_micros(1);
                 if p.count() == Look::Held {
                     held += 1;
-                    p.held_look(now, || Some(n));
+                    p.held_look(now, || Some((n, n)));
                 }
             }
             found(&mut p, now, n);
