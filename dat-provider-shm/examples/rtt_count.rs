@@ -20,7 +20,9 @@
 //! end writes into the other's region with its completion suppressed, and the target polls
 //! the last byte, driving `Ia::progress` between looks. `DATRS_SHM_PARAMS` adds IA
 //! parameters (`", rdma_inline = 0"`: every RDMA by cross-memory attach); `DATRS_RTT_SEGS=k`
-//! splits the source of each write into k local segments.
+//! splits the source of each write into k local segments. `DATRS_RTT_CONTEND=1` with `two`
+//! first makes the echo thread count as contended in the facade's pacing (it is preempted
+//! while it polls, on CPU 0), then prints the yields, holds and releases of the round trips.
 
 use std::time::{Duration, Instant};
 
@@ -174,6 +176,47 @@ fn segment_colours() {
     );
 }
 
+/// Sets the calling thread's affinity to `cpus`.
+fn pin(cpus: &[usize]) {
+    // SAFETY: a zeroed cpu_set_t is the empty set; CPU_SET only writes inside it.
+    let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
+    for &c in cpus {
+        // SAFETY: as above.
+        unsafe { libc::CPU_SET(c, &mut set) };
+    }
+    // SAFETY: sets the calling thread's (0) affinity from the set built above.
+    let rc = unsafe { libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set) };
+    assert_eq!(rc, 0, "{}", std::io::Error::last_os_error());
+}
+
+/// `DATRS_RTT_CONTEND`: makes the calling (echo) thread count as contended in the facade's
+/// pacing, as a preemption at the start of a `datperf` chunk does: it polls its empty EVD
+/// on CPU 0 while another thread computes there for 30 ms, then may run anywhere again. The
+/// round trips that follow show whether it keeps yielding on every empty poll although its
+/// peer runs on the other CPU (session 9).
+fn made_contended(b: &End) {
+    pin(&[0]);
+    let done = std::sync::atomic::AtomicBool::new(false);
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            pin(&[0]);
+            let until = Instant::now() + Duration::from_millis(30);
+            let mut x = 0u64;
+            while Instant::now() < until {
+                x = std::hint::black_box(x.wrapping_mul(31).wrapping_add(7));
+            }
+            done.store(true, std::sync::atomic::Ordering::Release);
+        });
+        while !done.load(std::sync::atomic::Ordering::Acquire) {
+            assert!(b.dto.dequeue().is_err(), "nothing is on its way yet");
+        }
+    });
+    // Every CPU the kernel has (it keeps those online): `available_parallelism` would read
+    // the pinned mask.
+    let all: Vec<usize> = (0..libc::CPU_SETSIZE as usize).collect();
+    pin(&all);
+}
+
 #[allow(clippy::print_stderr)] // an example that reports what it measured
 fn main() {
     let args: Vec<String> = std::env::args().collect();
@@ -190,9 +233,16 @@ fn main() {
     let t0 = Instant::now();
     let mut empty = 0;
     let mut rtts = Vec::with_capacity(if two { iters as usize } else { 0 });
+    let contend = two && std::env::var_os("DATRS_RTT_CONTEND").is_some();
+    let ready = std::sync::atomic::AtomicBool::new(!contend);
+    let mut pace = (dat::pace_counts(), dat::pace_counts());
     if two {
         std::thread::scope(|s| {
             s.spawn(|| {
+                if contend {
+                    made_contended(&b);
+                    ready.store(true, std::sync::atomic::Ordering::Release);
+                }
                 for _ in 0..iters {
                     recv(&b, size);
                     b.ep.post_recv(
@@ -215,6 +265,10 @@ fn main() {
                 CompletionFlags::DEFAULT,
             )
             .unwrap();
+            while !ready.load(std::sync::atomic::Ordering::Acquire) {
+                std::thread::yield_now();
+            }
+            pace.0 = dat::pace_counts();
             for _ in 0..iters {
                 let t = Instant::now();
                 a.ep.post_recv(
@@ -232,6 +286,7 @@ fn main() {
                 empty += recv(&a, size);
                 rtts.push(t.elapsed());
             }
+            pace.1 = dat::pace_counts();
         });
     } else if write {
         for i in 0..iters {
@@ -255,6 +310,15 @@ fn main() {
     );
     if std::env::var_os("DATRS_SHM_COLOURS").is_some() {
         segment_colours();
+    }
+    if contend {
+        let (p0, p1) = pace;
+        eprintln!(
+            "pacing over the round trips: {} yields, {} holds, {} releases",
+            p1.yields - p0.yields,
+            p1.holds - p0.holds,
+            p1.releases - p0.releases
+        );
     }
     if !rtts.is_empty() {
         // Percentiles of the half round trips: on a shared machine the low ones are those

@@ -401,6 +401,13 @@ impl DataPath {
         cpu.is_some() && self.tx.consumer_cpu() == cpu
     }
 
+    /// True when a poll that takes records should announce its CPU (every
+    /// [`crate::ring::ANNOUNCE_EVERY`]th, see `Consumer::announce_due`).
+    #[inline]
+    pub fn announce_due(&mut self) -> bool {
+        self.rx.announce_due()
+    }
+
     /// Announces the CPU this side's polling thread runs on (see [`DataPath::share_cpu`]).
     #[inline]
     pub fn announce_cpu(&mut self, cpu: Option<u32>) {

@@ -12,6 +12,19 @@ pub fn involuntary_switches() -> Option<u64> {
     (rc == 0).then(|| u64::try_from(ru.ru_nivcsw).unwrap_or(0))
 }
 
+/// The calling thread's context switches so far, `(involuntary, all)`: as
+/// [`involuntary_switches`], and the voluntary ones (blocking, sleeping) added. One
+/// `getrusage(RUSAGE_THREAD)`; `None` if the kernel does not say.
+pub fn switches() -> Option<(u64, u64)> {
+    // SAFETY: as in `involuntary_switches`: `getrusage` fills the plain-old-data `rusage`
+    // we pass, for the calling thread only.
+    let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: as above.
+    let rc = unsafe { libc::getrusage(libc::RUSAGE_THREAD, &mut ru) };
+    let n = |v: libc::c_long| u64::try_from(v).unwrap_or(0);
+    (rc == 0).then(|| (n(ru.ru_nivcsw), n(ru.ru_nivcsw) + n(ru.ru_nvcsw)))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -53,5 +66,15 @@ mod tests {
             after > before,
             "no involuntary switch counted ({before} -> {after})"
         );
+    }
+
+    #[test]
+    fn a_sleep_counts_as_a_switch_but_not_an_involuntary_one() {
+        let (inv0, all0) = switches().expect("getrusage(RUSAGE_THREAD)");
+        std::thread::sleep(std::time::Duration::from_millis(1));
+        let (inv1, all1) = switches().unwrap();
+        assert!(all1 > all0, "the sleep blocked: {all0} -> {all1}");
+        assert!(inv1 <= all1 && inv0 <= all0);
+        assert!(all1 - all0 > inv1 - inv0, "the sleep's switch is voluntary");
     }
 }

@@ -45,10 +45,17 @@
 //! of 0.21 on the fast host). A held look measures no gap (only a stretch's own looks do) and
 //! lets [`HOLD`] run out; it renews it when the switch count grew by [`HELD_RENEW`] since the
 //! previous held look: the yields keep handing the CPU to another thread (two pollers on one
-//! core). It never ends the hold early: a yield does not switch while the scheduler finds the
-//! other thread not yet eligible, and a release then costs two pollers on one core a
-//! scheduler slice per message. A thread alone on its core never yields, so the uncontended
-//! fast path only counts its polls.
+//! core). It does not end the hold early because a few yields did not switch (a yield does not
+//! switch while the scheduler finds the other thread not yet eligible, and a release then
+//! costs two pollers on one core a scheduler slice per message), but it does when the
+//! thread's waits ended in work since the previous held look and it was never off its CPU
+//! meanwhile, by a yield, a preemption or a sleep (voluntary switches count here): what
+//! answered it runs on another CPU. Two pollers on one core cannot do that, since every
+//! answer needs the waiting thread off the CPU. Without this release a pair on two cores that
+//! was once counted contended (a preemption at the start of a `datperf` chunk, say) yielded
+//! on every empty poll for `HOLD`, one system call per message: shm 8-byte polled latency
+//! 0.37-0.42 us instead of 0.22-0.24 (session 9). A thread alone on its core never yields,
+//! so the uncontended fast path only counts its polls.
 
 use std::cell::Cell;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -73,11 +80,55 @@ const HOLD: Duration = Duration::from_millis(50);
 /// preemption (a provider thread's wake-up on a 2-core machine).
 const HELD_RENEW: u64 = LOOK_EVERY as u64 / 4;
 
+/// The part of a [`Pacer`] that every empty poll reads and writes: 12 bytes, kept in a cell
+/// of its own so that an empty poll that makes no look does not copy the whole `Pacer` in
+/// and out (about 50 of the 69 instructions `idle_poll` took, session 9).
+#[derive(Clone, Copy, Debug)]
+struct Fast {
+    /// Empty polls in the current stretch.
+    run: u32,
+    /// Empty polls while contended, in any stretch.
+    held: u32,
+    /// [`Pacer::until`] is set (a hold may still run).
+    holding: bool,
+    /// [`Pacer::contended`] as of the last look.
+    contended: bool,
+}
+
+impl Fast {
+    const NEW: Fast = Fast {
+        run: 0,
+        held: 0,
+        holding: false,
+        contended: false,
+    };
+
+    /// Counts an empty poll; returns which look at the clock this one makes.
+    #[inline]
+    fn count(&mut self) -> Look {
+        self.run = self.run.wrapping_add(1);
+        if self.run.is_multiple_of(LOOK_EVERY) {
+            return Look::Stretch;
+        }
+        // Only stretches too short for looks of their own count towards a held look: a long
+        // stretch's own looks already decide (and a second cadence of looks there released
+        // two pollers on one core whose yields did not switch for a while).
+        if self.holding && self.run < LOOK_EVERY {
+            self.held = self.held.wrapping_add(1);
+            if self.held.is_multiple_of(LOOK_EVERY) {
+                return Look::Held;
+            }
+        }
+        Look::No
+    }
+}
+
 /// The decision, free of clocks and system calls (tested below with made-up values).
 #[derive(Clone, Copy, Debug)]
 struct Pacer {
-    /// Empty polls in the current stretch.
-    run: u32,
+    /// The counts of every empty poll (its `holding` and `contended` follow `until` and
+    /// `seen`: [`Pacer::settle`] sets them after every look).
+    fast: Fast,
     /// The current stretch's last look at the clock.
     last_look: Option<Instant>,
     /// Involuntary switches at the current stretch's last question.
@@ -86,10 +137,12 @@ struct Pacer {
     seen: Option<Instant>,
     /// Contended until then (`None` once a look found the time past).
     until: Option<Instant>,
-    /// Empty polls while contended, in any stretch.
-    held: u32,
     /// Involuntary switches at the previous held look.
     held_switches: Option<u64>,
+    /// All switches (voluntary ones too) at the previous held look.
+    held_all: Option<u64>,
+    /// A stretch ended in work since the previous held look.
+    worked: bool,
 }
 
 /// What an empty poll does beside counting.
@@ -105,35 +158,25 @@ enum Look {
 
 impl Pacer {
     const NEW: Pacer = Pacer {
-        run: 0,
+        fast: Fast::NEW,
         last_look: None,
         switches: None,
         seen: None,
         until: None,
-        held: 0,
         held_switches: None,
+        held_all: None,
+        worked: false,
     };
 
     /// Counts an empty poll; returns which look at the clock this one makes.
+    #[cfg(test)]
     fn count(&mut self) -> Look {
-        self.run = self.run.wrapping_add(1);
-        if self.run.is_multiple_of(LOOK_EVERY) {
-            return Look::Stretch;
-        }
-        // Only stretches too short for looks of their own count towards a held look: a long
-        // stretch's own looks already decide (and a second cadence of looks there released
-        // two pollers on one core whose yields did not switch for a while).
-        if self.until.is_some() && self.run < LOOK_EVERY {
-            self.held = self.held.wrapping_add(1);
-            if self.held.is_multiple_of(LOOK_EVERY) {
-                return Look::Held;
-            }
-        }
-        Look::No
+        self.fast.count()
     }
 
-    /// A held look at `now` (contended, across stretches; see the module notes).
-    fn held_look(&mut self, now: Instant, switches: impl FnOnce() -> Option<u64>) {
+    /// A held look at `now` (contended, across stretches; see the module notes); `switches`
+    /// gives the thread's `(involuntary, all)` context switches so far.
+    fn held_look(&mut self, now: Instant, switches: impl FnOnce() -> Option<(u64, u64)>) {
         self.seen = Some(now);
         if !self.contended() {
             // The hold ran out since the previous look: the thread was away from its polls
@@ -144,13 +187,23 @@ impl Pacer {
             self.settle();
             return;
         }
-        let n = switches();
+        let (n, all) = switches().unzip();
         if let (Some(n), Some(before)) = (n, self.held_switches)
             && n.saturating_sub(before) >= HELD_RENEW
         {
             self.until = Some(now + HOLD);
+        } else if self.worked && all.is_some() && all == self.held_all {
+            // Its waits ended in work, yet the thread was never off its CPU since the
+            // previous held look: whatever answered it runs on another CPU, and its yields
+            // found nobody to hand this one to. (Two pollers on one core cannot do that:
+            // each answer needs this thread off the CPU, by a yield, a preemption or a
+            // sleep.) Yielding on would only add a system call per message.
+            RELEASES.fetch_add(1, Ordering::Relaxed);
+            self.until = None;
         }
         self.held_switches = n;
+        self.held_all = all;
+        self.worked = false;
         self.settle();
     }
 
@@ -158,20 +211,25 @@ impl Pacer {
     fn settle(&mut self) {
         if !self.contended() {
             self.until = None;
-            self.held = 0;
+            self.fast.held = 0;
             self.held_switches = None;
+            self.held_all = None;
+            self.worked = false;
         }
+        self.fast.holding = self.until.is_some();
+        self.fast.contended = self.contended();
     }
 
     /// A poll found work. Returns true when the stretch it ends was long enough for a look
     /// ([`Pacer::look`] first, then [`Pacer::end`]).
     fn ends_long(&self) -> bool {
-        self.run >= LONG
+        self.fast.run >= LONG
     }
 
     /// Ends the stretch: the next one starts without a look or a switch count.
     fn end(&mut self) {
-        self.run = 0;
+        self.worked = true;
+        self.fast.run = 0;
         self.last_look = None;
         self.switches = None;
     }
@@ -185,7 +243,7 @@ impl Pacer {
         let was_contended = self.contended();
         self.last_look = Some(now);
         self.seen = Some(now);
-        let baseline = self.run >= LONG && self.switches.is_none();
+        let baseline = self.fast.run >= LONG && self.switches.is_none();
         if (gap || was_contended || baseline)
             && let Some(n) = switches()
         {
@@ -250,48 +308,75 @@ pub fn counts() -> PaceCounts {
 }
 
 thread_local! {
+    /// The thread's pacing; its `fast` part is stale: [`FAST`] holds it.
     static PACER: Cell<Pacer> = const { Cell::new(Pacer::NEW) };
+    /// The counts every poll reads ([`Fast`]).
+    static FAST: Cell<Fast> = const { Cell::new(Fast::NEW) };
 }
 
 /// A poll of an EVD found nothing and the transport moved nothing: yields the CPU if this
 /// thread shares it (see the module notes).
 pub(crate) fn idle_poll() {
-    let mut p = PACER.get();
-    match p.count() {
-        Look::No => {}
-        Look::Stretch => p.look(Instant::now(), dat_sys::sched::involuntary_switches),
-        Look::Held => p.held_look(Instant::now(), dat_sys::sched::involuntary_switches),
+    let mut f = FAST.get();
+    let look = f.count();
+    if look != Look::No {
+        f = take_look(f, look);
     }
-    PACER.set(p);
-    if p.contended() {
+    FAST.set(f);
+    if f.contended {
         YIELDS.fetch_add(1, Ordering::Relaxed);
         std::thread::yield_now();
     }
+}
+
+/// The look of an empty poll at the clock (out of line: one poll in 32 at most).
+#[inline(never)]
+fn take_look(f: Fast, look: Look) -> Fast {
+    let mut p = PACER.get();
+    p.fast = f;
+    match look {
+        Look::No => {}
+        Look::Stretch => p.look(Instant::now(), dat_sys::sched::involuntary_switches),
+        Look::Held => p.held_look(Instant::now(), dat_sys::sched::switches),
+    }
+    PACER.set(p);
+    p.fast
 }
 
 /// A poll found an event or the transport moved something: ends the stretch of empty polls
 /// (looking at the clock first if it was a spinner's).
 #[inline]
 pub(crate) fn busy_poll() {
-    let mut p = PACER.get();
-    if p.run == 0 {
+    // No empty poll since the last one that found work (a stretch of 2^32 empty polls that
+    // wrapped to 0 is not ended either: harmless).
+    if FAST.get().run == 0 {
         return;
     }
+    end_stretch();
+}
+
+/// [`busy_poll`] after empty polls (out of line: most polls that find an event come right
+/// after another).
+#[inline(never)]
+fn end_stretch() {
+    let mut p = PACER.get();
+    p.fast = FAST.get();
     if p.ends_long() {
         LONG_WAITS.fetch_add(1, Ordering::Relaxed);
-        if p.run >= SLICE_WAIT {
+        if p.fast.run >= SLICE_WAIT {
             SLICE_WAITS.fetch_add(1, Ordering::Relaxed);
         }
         p.look(Instant::now(), dat_sys::sched::involuntary_switches);
     }
     p.end();
     PACER.set(p);
+    FAST.set(p.fast);
 }
 
 /// True if the calling thread was recently seen preempted while polling: a waiter should
 /// sleep at once rather than spin.
 pub(crate) fn contended() -> bool {
-    PACER.get().contended()
+    FAST.get().contended
 }
 
 #[cfg(test)]
@@ -320,7 +405,7 @@ mod tests {
 
     /// The poll that finds work at `at` (switch count `n`).
     fn found(p: &mut Pacer, at: Instant, n: u64) {
-        if p.run != 0 {
+        if p.fast.run != 0 {
             if p.ends_long() {
                 p.look(at, || Some(n));
             }
@@ -363,7 +448,19 @@ mod tests {
     /// a stretch look's worth; the switch count grows by `grow` at every held look. Returns
     /// the time of the last poll.
     fn ping_pong(p: &mut Pacer, from: Instant, messages: u32, grow: u64) -> Instant {
-        let (mut now, mut n) = (from, 4);
+        ping_pong_sleeping(p, from, messages, grow, 0)
+    }
+
+    /// As [`ping_pong`], the thread also blocking `sleeps` times between held looks
+    /// (voluntary switches).
+    fn ping_pong_sleeping(
+        p: &mut Pacer,
+        from: Instant,
+        messages: u32,
+        grow: u64,
+        sleeps: u64,
+    ) -> Instant {
+        let (mut now, mut n, mut all) = (from, 4, 10);
         for _ in 0..messages {
             for _ in 0..3 {
                 now += Duration::from_micros(1);
@@ -372,13 +469,50 @@ mod tests {
                     Look::Stretch => panic!("a look within a stretch of three"),
                     Look::Held => {
                         n += grow;
-                        p.held_look(now, || Some(n));
+                        all += grow + sleeps;
+                        p.held_look(now, || Some((n, all)));
                     }
                 }
             }
             found(p, now, n);
         }
         now
+    }
+
+    #[test]
+    fn a_contended_thread_answered_from_another_cpu_stops_yielding_within_two_held_looks() {
+        // Its yields find nobody ready and it is never off its CPU, yet its waits end in
+        // work: the peer runs elsewhere (two cores: session 9's 0.37 us mode).
+        let mut p = Pacer::NEW;
+        let t1 = preempted(&mut p);
+        assert!(
+            p.fast.contended && p.fast.holding,
+            "what every empty poll reads"
+        );
+        let per_look = LOOK_EVERY / 3 + 1;
+        ping_pong(&mut p, t1, 2 * per_look + 1, 0);
+        assert!(!p.contended());
+        assert!(!p.fast.contended && !p.fast.holding);
+        // Uncontended, short stretches make no look at all.
+        let end = ping_pong(&mut p, t1, 1000, 0);
+        assert!(!p.contended());
+        assert!(end < t1 + HOLD);
+    }
+
+    #[test]
+    fn a_contended_thread_that_blocks_between_answers_keeps_its_hold() {
+        // Off its CPU by sleeping (or a nap of the transport) while its answers came: the
+        // peer may share the CPU, so the hold stands until HOLD.
+        let mut p = Pacer::NEW;
+        let t1 = preempted(&mut p);
+        let end = ping_pong_sleeping(&mut p, t1, 1000, 0, 1);
+        assert!(end < t1 + HOLD);
+        assert!(p.contended());
+        // One involuntary switch per held look (below HELD_RENEW) keeps it too.
+        let mut p = Pacer::NEW;
+        let t1 = preempted(&mut p);
+        ping_pong(&mut p, t1, 1000, 1);
+        assert!(p.contended());
     }
 
     /// A spinner preempted for 4 ms: contended from the returned time.
@@ -433,7 +567,7 @@ mod tests {
                 now += Duration::from_micros(1);
                 if p.count() == Look::Held {
                     held += 1;
-                    p.held_look(now, || Some(n));
+                    p.held_look(now, || Some((n, n)));
                 }
             }
             found(&mut p, now, n);

@@ -8,11 +8,12 @@
 //! it guess right on one core also kept a pair that merely *started* on one core of two there
 //! (`BENCHMARKS.md`, session 7).
 //!
-//! So each side says where it polls: a poll that takes records from a connection announces
-//! the CPU it runs on in the connection's segment (`sched_getcpu`: with glibc's restartable
-//! sequences a thread-local load; a store only when it changed), so an active peer's
-//! announcement is never older than its last message (an announcement made only by long
-//! waits went stale in a pair that later ran apart). Every [`CHECK_EVERY`]th empty poll in
+//! So each side says where it polls: every [`ring::ANNOUNCE_EVERY`]th poll that takes
+//! records from a connection announces the CPU it runs on in the connection's segment
+//! (`sched_getcpu`: with glibc's restartable sequences a thread-local load; a store only when
+//! it changed), so an active peer's announcement is never more than that many messages old
+//! (an announcement made only by long waits went stale in a pair that later ran apart, and
+//! one per message cost 57 instructions per round trip under cachegrind, session 9). Every [`CHECK_EVERY`]th empty poll in
 //! a row *looks*: it announces its CPU too and reads the peer's. When [`SHARED_LOOKS`] looks
 //! in a row find both on one CPU **and the thread may run on that CPU only** (its affinity,
 //! asked every [`ASK_EVERY`] such looks), the poll *naps*: it arms the rings and sleeps on

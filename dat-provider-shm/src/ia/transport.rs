@@ -57,17 +57,20 @@ impl ShmIa {
         let mut out = Ups::new();
         let mut any = false;
         let mut broken = Vec::new();
-        // Where this poller runs, told to the peers it takes records from (a store only when
-        // it moved): their naps must not go by where it polled long ago (`nap`).
-        let cpu = sys::current_cpu();
+        // Where this poller runs, told to the peers it takes records from every so many polls
+        // (a store only when it moved): their naps must not go by where it polled long ago
+        // (`nap`). Asked once per poll, and only if some connection is due.
+        let mut cpu = None;
         for (i, e) in rest.iter_mut().enumerate() {
             let Some((id, c)) = e else { continue };
             closing |= c.closing.is_some();
             if i > 0 && !work(c) {
                 continue;
             }
-            if let Some(d) = c.data.as_mut() {
-                d.announce_cpu(cpu);
+            if let Some(d) = c.data.as_mut()
+                && d.announce_due()
+            {
+                d.announce_cpu(*cpu.get_or_insert_with(sys::current_cpu));
             }
             match super::pump_conn(c, eps, srqs, &sh.mem, &mut out) {
                 Ok(moved) => any |= moved,
