@@ -40,7 +40,10 @@
 //!   up to `rdma_inline` bytes (64 KiB, at most a quarter of the ring) travels through the
 //!   ring, placed by the target from the slots: one system call costs more than two copies
 //!   of a small payload (`BENCHMARKS.md`, "small RDMA, session 5"); the size is reported as
-//!   [`RDMA_INLINE_ATTR`]. The checks and completions are the same in both ways. In both modes the last byte of an RDMA
+//!   [`RDMA_INLINE_ATTR`]. A send that fits one slot (`slot_size` less its 64-byte header
+//!   line: 8 128 bytes by default) is always one record with its bytes, whatever
+//!   `rdma_inline`: by cross-memory attach a 4 KiB message took 2.3x (the host's slow band)
+//!   to 5x (its fast band) as long (`BENCHMARKS.md`, "Session 9, 4 KiB"). The checks and completions are the same in both ways. In both modes the last byte of an RDMA
 //!   write (at the target) and of an RDMA read (at the requester) is stored last, as
 //!   InfiniBand places it: consumers poll that byte, then read the rest (`dtest -D -a`).
 //! * **Peer death**: the kernel closes a dead process's socket; the survivor sees the hang-up
@@ -64,7 +67,7 @@
 //! | `ring_slots` | integer | 64 | slots per ring direction (power of two, 2..=65536) |
 //! | `slot_size` | integer | 8192 | bytes per slot incl. its 64-byte header line (multiple of 64, 256..=1 MiB) |
 //! | `rdma` | `"auto"` / `"copy"` | `"auto"` | allow cross-memory attach, or always copy through the ring |
-//! | `rdma_inline` | integer | 65536 | with cross-memory attach, RDMA writes and reads (and sends) of up to this many bytes still travel through the ring (capped at a quarter of the ring): a `process_vm_readv`/`writev` system call per request costs more than copying a small payload twice (`BENCHMARKS.md`, "small RDMA, session 5"); 0: every RDMA by cross-memory attach |
+//! | `rdma_inline` | integer | 65536 | with cross-memory attach, RDMA writes and reads (and sends larger than a slot) of up to this many bytes still travel through the ring (a send that fits one slot always does) (capped at a quarter of the ring): a `process_vm_readv`/`writev` system call per request costs more than copying a small payload twice (`BENCHMARKS.md`, "small RDMA, session 5"); 0: every RDMA by cross-memory attach |
 //! | `allow_other_users` | bool | false | accept requesters of other user ids (then `dir` is used as set up by the administrator, not forced to 0700; cross-memory attach across users needs `CAP_SYS_PTRACE`, else the ring copy is used) |
 //! | `connect_retry_ms` | integer | 500 | how long a connect that finds nobody listening (no service point on the qualifier yet) is retried, backoff 10 ms doubling to 100 ms with a last attempt at the end, before `NON_PEER_REJECTED`, as InfiniBand's CM retries a request (`dtest` relies on it); a shorter consumer timeout still ends it with `TIMED_OUT` (0: no retry) |
 //! | `wait_in_provider` | bool | true | a waiting thread sleeps on the rings' wake-ups (`Transport::block`: one wake-up instead of two, the provider thread's and the facade's); `false` sleeps on the facade's condition variable |

@@ -363,9 +363,9 @@ fn a_requester_asleep_since_before_its_post_is_woken_when_the_target_takes_it() 
     assert_eq!(sa.done(), vec![(DtoStatus::Success, 8)]);
 }
 
-/// With cross-memory attach, RDMA requests (and sends) up to the inline size carry their
-/// bytes in the ring; larger ones carry addresses. The inline size is capped at a quarter
-/// of the ring.
+/// With cross-memory attach, RDMA requests (and sends larger than a slot) up to the inline
+/// size carry their bytes in the ring; larger ones carry addresses. A send that fits one
+/// slot always travels in the ring. The inline size is capped at a quarter of the ring.
 #[test]
 fn small_rdma_travels_in_the_ring_and_large_rdma_by_address() {
     let (mut a, mut b) = both();
@@ -405,10 +405,23 @@ fn small_rdma_travels_in_the_ring_and_large_rdma_by_address() {
     assert_eq!(next(&mut b), (WRITE, 0, 384));
     a.post(wr(PostOp::RdmaWrite(remote), &buf, 385, quiet));
     assert_eq!(next(&mut b), (WRITE_CMA, 1, 385));
+    // A send larger than a slot (192 bytes) travels as fragments up to the inline size,
+    // by address above it.
+    a.post(wr(PostOp::Send, &buf, 384, quiet));
+    assert_eq!(next(&mut b), (SEND, 0, 384), "two fragments");
+    a.post(wr(PostOp::Send, &buf, 385, quiet));
+    assert_eq!(next(&mut b), (SEND_CMA, 1, 385));
     // 0: every RDMA by address, as before `rdma_inline`.
     a.set_inline_max(0);
     a.post(wr(PostOp::RdmaWrite(remote), &buf, 8, quiet));
     assert_eq!(next(&mut b), (WRITE_CMA, 1, 8));
+    // But a send that fits one slot is one record with its bytes whatever the inline size
+    // (`BENCHMARKS.md`, "Session 9, 4 KiB": by address it costs a system call); a larger
+    // one goes by address.
+    a.post(wr(PostOp::Send, &buf, 192, quiet));
+    assert_eq!(next(&mut b), (SEND, 0, 192), "one slot: in the ring");
+    a.post(wr(PostOp::Send, &buf, 193, quiet));
+    assert_eq!(next(&mut b), (SEND_CMA, 1, 193));
     // Without cross-memory attach everything travels in the ring.
     a.cma_out = false;
     a.post(wr(PostOp::RdmaWrite(remote), &buf, 1000, quiet));
