@@ -43,9 +43,10 @@
 //!   [`RDMA_INLINE_ATTR`]. A send that fits one slot (`slot_size` less its 64-byte header
 //!   line: 8 128 bytes by default) is always one record with its bytes, whatever
 //!   `rdma_inline`: by cross-memory attach a 4 KiB message took 2.3x (the host's slow band)
-//!   to 5x (its fast band) as long (`BENCHMARKS.md`, "Session 9, 4 KiB"). The checks and completions are the same in both ways. In both modes the last byte of an RDMA
-//!   write (at the target) and of an RDMA read (at the requester) is stored last, as
-//!   InfiniBand places it: consumers poll that byte, then read the rest (`dtest -D -a`).
+//!   to 5x (its fast band) as long (`BENCHMARKS.md`, "Session 9, 4 KiB"). The checks and
+//!   completions are the same in both ways. In both modes the last byte of an RDMA write (at
+//!   the target) and of an RDMA read (at the requester) is stored last, as InfiniBand places
+//!   it: consumers poll that byte, then read the rest (`dtest -D -a`).
 //! * **Peer death**: the kernel closes a dead process's socket; the survivor sees the hang-up
 //!   at once, takes in the messages and responses the peer had already published (not its
 //!   RDMA requests), reports `Broken`, flushes, unmaps the segment and sweeps the rendezvous
