@@ -4,22 +4,17 @@
 /// (preemption, or `sched_yield` with another thread ready), from `getrusage(RUSAGE_THREAD)`.
 /// `None` if the kernel does not say (then callers should assume no contention).
 pub fn involuntary_switches() -> Option<u64> {
-    // SAFETY: `getrusage` writes only into the `rusage` we pass, which is plain old data
-    // (all-zero is a valid value) and lives for the whole call.
-    let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
-    // SAFETY: as above; RUSAGE_THREAD asks about the calling thread only.
-    let rc = unsafe { libc::getrusage(libc::RUSAGE_THREAD, &mut ru) };
-    (rc == 0).then(|| u64::try_from(ru.ru_nivcsw).unwrap_or(0))
+    switches().map(|(involuntary, _)| involuntary)
 }
 
 /// The calling thread's context switches so far, `(involuntary, all)`: as
 /// [`involuntary_switches`], and the voluntary ones (blocking, sleeping) added. One
 /// `getrusage(RUSAGE_THREAD)`; `None` if the kernel does not say.
 pub fn switches() -> Option<(u64, u64)> {
-    // SAFETY: as in `involuntary_switches`: `getrusage` fills the plain-old-data `rusage`
-    // we pass, for the calling thread only.
+    // SAFETY: `getrusage` writes only into the `rusage` we pass, which is plain old data
+    // (all-zero is a valid value) and lives for the whole call.
     let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
-    // SAFETY: as above.
+    // SAFETY: as above; RUSAGE_THREAD asks about the calling thread only.
     let rc = unsafe { libc::getrusage(libc::RUSAGE_THREAD, &mut ru) };
     let n = |v: libc::c_long| u64::try_from(v).unwrap_or(0);
     (rc == 0).then(|| (n(ru.ru_nivcsw), n(ru.ru_nivcsw) + n(ru.ru_nvcsw)))
