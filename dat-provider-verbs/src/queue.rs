@@ -83,24 +83,13 @@ impl WrQueue {
         self.slots = slots;
     }
 
-    /// Adds `p` at the back; returns its sequence number.
+    /// Adds `p` (not yet reported) at the back through the post's path; returns its
+    /// sequence number.
     #[cfg(test)]
     pub fn push(&mut self, p: Pending) -> u64 {
-        self.push_with(|| p)
-    }
-
-    /// Adds the request `make` builds at the back (tests; the post uses
-    /// [`WrQueue::push_reserved`]); returns its sequence number.
-    #[cfg(test)]
-    pub fn push_with(&mut self, make: impl FnOnce() -> Pending) -> u64 {
+        debug_assert!(!p.reported);
         self.reserve_one();
-        let seq = self.next_seq();
-        let i = self.slot(seq);
-        let slot = &mut self.slots[i];
-        debug_assert!(slot.is_none());
-        std::mem::forget(slot.replace(make()));
-        self.len += 1;
-        seq
+        self.push_reserved(std::mem::ManuallyDrop::new(p.wr), p.signaled, p.posted)
     }
 
     /// Adds the request `wr` at the back (a fresh [`Pending`], not yet reported), in the room
@@ -410,8 +399,8 @@ mod tests {
         q.retire_before(a, |p| got.push(p.wr.cookie.0));
         assert!(got.is_empty());
         assert_eq!(cookies(&q), [2]);
-        // Built in place by `push_with`, found by its number.
-        let c = q.push_with(|| req(3, true));
+        // Pushed through the post's path, found by its number.
+        let c = q.push(req(3, true));
         assert_eq!(c, b + 1);
         q.retire_before(c, |p| got.push(p.wr.cookie.0));
         assert_eq!(got, [2]);
