@@ -12,7 +12,10 @@ use dat_core::types::{ConnQual, CrId, EpId};
 use rdma_sys as sys;
 use sys::rdma_cm_event_type as ev;
 
-use super::{APP_IDLE, APP_LOOK_MAX, CrPending, Owner, RESOLVE_MS, Shared, lock, read};
+use super::{
+    APP_IDLE, APP_LOOK_MAX, CrPending, DEADLINE_RETRY, Owner, RESOLVE_MS, Shared, lock, read,
+    try_lock,
+};
 use crate::cm::{CmEvent, CmId, REJ_CONSUMER_DEFINED};
 use crate::ep::{Ep, Phase};
 
@@ -122,11 +125,16 @@ impl Shared {
         }
     }
 
+    /// The earliest deadline of the IA's endpoints. An endpoint whose lock is held (an
+    /// application thread posting or reaping on it) is not waited for: it is looked at again
+    /// within [`DEADLINE_RETRY`] (see [`try_lock`]).
     fn next_deadline(&self) -> Option<Instant> {
         read(&self.eps)
             .values()
             .filter_map(|ep| {
-                let st = lock(&ep.st);
+                let Some(st) = try_lock(&ep.st) else {
+                    return Some(Instant::now() + DEADLINE_RETRY);
+                };
                 let resolve = (st.phase == Phase::Resolving)
                     .then_some(st.resolve_by)
                     .flatten();
@@ -142,7 +150,8 @@ impl Shared {
         let due: Vec<(Arc<Ep>, CmFact)> = read(&self.eps)
             .values()
             .filter_map(|ep| {
-                let st = lock(&ep.st);
+                // Busy: its deadline (if any) is fired at the next look (`next_deadline`).
+                let st = try_lock(&ep.st)?;
                 let pending = matches!(st.phase, Phase::Resolving | Phase::Connecting);
                 if pending && st.deadline.is_some_and(|d| d <= now) {
                     Some((ep.clone(), CmFact::TimedOut))
