@@ -149,7 +149,7 @@ impl Shared {
         let mut suppressed = 0u32;
         let mut broken = false;
         let drained = {
-            let mut guard = lock(&ep.st);
+            let mut guard = ep.st.lock();
             // One `&mut`, so that the queues, `binds` and `phase` borrow apart.
             let st = &mut *guard;
             let id = wc.wr_id;
@@ -278,7 +278,7 @@ impl Shared {
     /// was reported already.
     pub fn fail_ep(&self, ep: &Arc<Ep>, fact: CmFact, drain: bool, disconnect: bool) {
         let cqs = {
-            let mut st = lock(&ep.st);
+            let mut st = ep.st.lock();
             if matches!(st.phase, Phase::Closing | Phase::Done) {
                 return;
             }
@@ -299,7 +299,7 @@ impl Shared {
             }
         }
         let mut flushed = {
-            let mut st = lock(&ep.st);
+            let mut st = ep.st.lock();
             st.phase = Phase::Done;
             st.flushing = true;
             st.flush_all()
@@ -313,7 +313,7 @@ impl Shared {
             for c in &flushed {
                 ep.upcalls.completion(*c);
             }
-            let mut st = lock(&ep.st);
+            let mut st = ep.st.lock();
             flushed = st.flush_all();
             if flushed.is_empty() {
                 st.flushing = false;
