@@ -316,8 +316,13 @@ pub fn post_recv(
 
 /// Posts a send, RDMA write or RDMA read to `qp`, with `IBV_SEND_SIGNALED` if `signal`.
 ///
+/// Inlined into its one caller (`Transport::post`): a call of its own saved and restored six
+/// registers and passed the request's fields through the stack, about 20 instructions per
+/// post.
+///
 /// # Errors
 /// The errno of `ibv_post_send` (ENOMEM: queue full, EINVAL: bad request).
+#[inline(always)]
 pub fn post_send(
     qp: *mut sys::ibv_qp,
     wr_id: u64,
