@@ -50,23 +50,6 @@ pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
-/// `m`'s guard if nobody holds it (a poisoned lock is taken as it is), else `None`.
-///
-/// The event thread looks at endpoints' state this way: a thread that waits for a lock an
-/// application thread holds across its doorbell (`ibv_post_send`: on rxe a system call that
-/// runs the whole transfer) marks the lock contended, and from then on every post's unlock
-/// makes a `futex` wake-up call and hands the CPU to the waiter, which, on the poller's own
-/// CPU, usually finds the lock taken again by the next post and sleeps again: seen in
-/// `dapltest -T P` on Soft-RoCE as one wait of the event thread and one wake-up per post for
-/// a whole run, after one deadline look that met a post.
-pub(crate) fn try_lock<T>(m: &Mutex<T>) -> Option<MutexGuard<'_, T>> {
-    match m.try_lock() {
-        Ok(g) => Some(g),
-        Err(std::sync::TryLockError::Poisoned(e)) => Some(e.into_inner()),
-        Err(std::sync::TryLockError::WouldBlock) => None,
-    }
-}
-
 pub(crate) fn read<T>(m: &RwLock<T>) -> std::sync::RwLockReadGuard<'_, T> {
     m.read().unwrap_or_else(PoisonError::into_inner)
 }
@@ -76,7 +59,7 @@ pub(crate) fn write<T>(m: &RwLock<T>) -> std::sync::RwLockWriteGuard<'_, T> {
 }
 
 /// How soon the event thread looks again at an endpoint whose lock was held when it looked
-/// for deadlines (it never waits for that lock: see [`try_lock`]): a deadline is then fired
+/// for deadlines (it never waits for that lock: see [`crate::ep::Ep::st`]): a deadline is then fired
 /// at most this late. The same as the longest look at a polling application, so an
 /// application that keeps posting (and so holds its endpoints' locks often) wakes the thread
 /// no more often than one that keeps polling.
@@ -536,7 +519,7 @@ impl Shared {
         let eps: Vec<Arc<Ep>> = write(&self.eps).drain().map(|(_, e)| e).collect();
         for ep in eps {
             let cm = {
-                let mut st = lock(&ep.st);
+                let mut st = ep.st.lock();
                 let cm = self.drop_cm(&mut st);
                 st.forget_posted();
                 st.recvs.clear();
@@ -545,7 +528,7 @@ impl Shared {
                 cm
             };
             if let Some(cm) = &cm
-                && lock(&ep.st).phase == Phase::Connected
+                && ep.st.lock().phase == Phase::Connected
             {
                 cm.disconnect();
             }

@@ -147,7 +147,8 @@ impl WrQueue {
 
     /// How far sequence number `seq` (any bits above [`SEQ_MASK`] ignored) is from the front;
     /// `None` for one behind the front (more than half the number space away).
-    fn offset(&self, seq: u64) -> Option<usize> {
+    #[inline]
+    pub fn offset(&self, seq: u64) -> Option<usize> {
         let i = (seq & SEQ_MASK).wrapping_sub(self.head) & SEQ_MASK;
         if i >> (SEQ_BITS - 1) != 0 {
             return None;
@@ -156,23 +157,50 @@ impl WrQueue {
     }
 
     /// The slot of sequence number `seq`, if it is in use.
+    #[cfg(test)]
     fn index(&self, seq: u64) -> Option<usize> {
-        self.offset(seq)
-            .filter(|&i| i < self.len)
-            .map(|_| self.slot(seq))
+        self.offset(seq).and_then(|off| self.slot_at(seq, off))
+    }
+
+    /// The slot of sequence number `seq` found at offset `off` from the front
+    /// ([`WrQueue::offset`]), if that number is in use. A completion's handler looks its
+    /// number up once this way and then works on the slot ([`WrQueue::get_at`],
+    /// [`WrQueue::remove_at`]): retiring the requests before it ([`WrQueue::retire_range`])
+    /// leaves that slot where it is.
+    #[inline]
+    pub fn slot_at(&self, seq: u64, off: usize) -> Option<usize> {
+        (off < self.len).then(|| self.slot(seq))
+    }
+
+    /// The request in slot `i` ([`WrQueue::slot_at`]), if one is there.
+    #[inline]
+    pub fn get_at(&mut self, i: usize) -> Option<&mut Pending> {
+        self.slots.get_mut(i)?.as_mut()
+    }
+
+    /// Drops the request in slot `i` ([`WrQueue::slot_at`]) where it lies, and moves the
+    /// front past the empty slots there.
+    #[inline]
+    pub fn remove_at(&mut self, i: usize) {
+        if let Some(slot) = self.slots.get_mut(i) {
+            vacate(slot);
+            self.trim();
+        }
     }
 
     /// The request of sequence number `seq`, if it is held.
+    #[cfg(test)]
     pub fn get_mut(&mut self, seq: u64) -> Option<&mut Pending> {
         let i = self.index(seq)?;
         self.slots[i].as_mut()
     }
 
-    /// Drops the request of sequence number `seq` where it lies.
+    /// Drops the request of sequence number `seq` where it lies (tests; a completion's
+    /// handler looks the number up once and goes by its slot, [`WrQueue::remove_at`]).
+    #[cfg(test)]
     pub fn remove(&mut self, seq: u64) {
         if let Some(i) = self.index(seq) {
-            self.slots[i] = None;
-            self.trim();
+            self.remove_at(i);
         }
     }
 
@@ -185,19 +213,21 @@ impl WrQueue {
     }
 
     /// Drops the unsignalled, unreported requests posted before sequence number `seq`, each
-    /// shown to `f` first, in posting order (an RC send queue completes in order: they
-    /// succeeded).
-    #[inline]
+    /// shown to `f` first, in posting order (tests; the handler goes by the offset it looked
+    /// up, [`WrQueue::retire_range`]).
+    #[cfg(test)]
     pub fn retire_before(&mut self, seq: u64, f: impl FnMut(&Pending)) {
-        // The usual case, a completion of the front request: nothing before it.
         match self.offset(seq) {
             Some(0) | None => {}
             Some(end) => self.retire_range(end, f),
         }
     }
 
-    /// [`WrQueue::retire_before`] of the `end` slots at the front.
-    fn retire_range(&mut self, end: usize, mut f: impl FnMut(&Pending)) {
+    /// Drops the unsignalled, unreported requests in the `end` slots at the front (those
+    /// posted before the number at offset `end`), each shown to `f` first, in posting order:
+    /// an RC send queue completes in order, so they succeeded. A completion of the front
+    /// request (`end` 0, the usual case) has nothing before it.
+    pub fn retire_range(&mut self, end: usize, mut f: impl FnMut(&Pending)) {
         for k in 0..end.min(self.len) as u64 {
             let i = self.slot(self.head + k);
             if let Some(p) = &self.slots[i]
@@ -205,7 +235,7 @@ impl WrQueue {
                 && !p.reported
             {
                 f(p);
-                self.slots[i] = None;
+                vacate(&mut self.slots[i]);
             }
         }
         self.trim();
@@ -283,6 +313,45 @@ impl WrQueue {
         self.trim();
         p
     }
+}
+
+/// Empties `slot`, dropping its request where it lies.
+///
+/// A segment list held inline (one or two segments: every usual post) has its segments
+/// dropped here and is then forgotten: `SmallVec`'s own drop is a generic function the
+/// compiler keeps out of line, about 48 instructions per completion for one segment, of
+/// which the segment's own drop (giving its memory reference back) is a few. A spilled list
+/// (more segments than fit inline) goes through that drop, which frees its heap block.
+#[inline(always)]
+fn vacate(slot: &mut Option<Pending>) {
+    // Nothing of a request but its segment list needs dropping, so once its segments are
+    // dropped the rest may be overwritten.
+    const {
+        assert!(
+            !std::mem::needs_drop::<dat_core::provider::PostOp>()
+                && !std::mem::needs_drop::<dat_core::types::Cookie>()
+                && !std::mem::needs_drop::<dat_core::types::CompletionFlags>()
+        );
+    }
+    if let Some(p) = slot.as_mut()
+        && !p.wr.segs.spilled()
+    {
+        let segs = &mut p.wr.segs;
+        let n = segs.len();
+        let first = segs.as_mut_ptr();
+        // SAFETY: the list is inline, so it owns no heap block: its first `n` entries are
+        // its whole contents. Its length goes to 0 first, so nothing reaches them again
+        // (an unwinding drop of one segment still drops the others, and never twice);
+        // then every segment is dropped once, and the slot is overwritten without running
+        // the request's drop, which has nothing left to free (the assertion above).
+        unsafe {
+            segs.set_len(0);
+            std::ptr::drop_in_place(std::ptr::slice_from_raw_parts_mut(first, n));
+            std::ptr::write(slot, None);
+        }
+        return;
+    }
+    *slot = None;
 }
 
 /// The receives posted to one SRQ: slots, a free list, and a serial that makes every `wr_id`
@@ -489,6 +558,47 @@ mod tests {
         }
         assert!(q.is_empty());
         assert_eq!(q.len, 0);
+    }
+
+    #[test]
+    fn a_removed_or_retired_request_gives_its_memory_back() {
+        use dat_core::mem::{Buffer, SegBuf, Segment};
+        use std::sync::Arc;
+        let buf = Arc::new(Buffer::from_vec(vec![0; 64]));
+        let seg = |off| Segment {
+            buf: SegBuf::new(Arc::clone(&buf)),
+            offset: off,
+            len: 8,
+            lkey: 1,
+            addr: off as u64,
+        };
+        let with = |n: usize, signaled| {
+            let mut p = req(n as u64, signaled);
+            p.wr.segs = (0..n).map(|i| seg(i * 8)).collect();
+            p
+        };
+        let mut q = WrQueue::starting_at(0);
+        // Inline lists (one and two segments) and a spilled one (three).
+        let a = q.push(with(1, false));
+        let b = q.push(with(3, false));
+        let c = q.push(with(2, true));
+        let d = q.push(with(1, true));
+        assert_eq!(Arc::strong_count(&buf), 8);
+        // The completion of `c` retires `a` and `b`, then `c` itself is removed.
+        let off = q.offset(c).unwrap();
+        let i = q.slot_at(c, off).unwrap();
+        let mut got = Vec::new();
+        q.retire_range(off, |p| got.push(p.wr.cookie.0));
+        assert_eq!(got, [1, 3]);
+        assert_eq!(Arc::strong_count(&buf), 4);
+        assert_eq!(q.get_at(i).map(|p| p.wr.segs.len()), Some(2));
+        q.remove_at(i);
+        assert_eq!(Arc::strong_count(&buf), 2);
+        assert_eq!(cookies(&q), [1]);
+        q.remove(d);
+        assert_eq!(Arc::strong_count(&buf), 1);
+        assert!(q.is_empty() && q.len == 0);
+        assert!(q.offset(a).is_none() && q.offset(b).is_none());
     }
 
     #[test]

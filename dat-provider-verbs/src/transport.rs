@@ -164,7 +164,7 @@ impl Transport for VerbsIa {
                 region()
             })?;
             let rkey = mw.next_rkey();
-            let mut st = lock(&ep.st);
+            let mut st = ep.st.lock();
             let qp = st.cm.as_ref().map_or(std::ptr::null_mut(), CmId::qp);
             if qp.is_null() || st.phase != Phase::Connected {
                 return Err(not_connected());
@@ -186,7 +186,7 @@ impl Transport for VerbsIa {
         // the CQ here delivers whatever else completes meanwhile).
         let until = Instant::now() + std::time::Duration::from_secs(10);
         let status = loop {
-            if let Some(s) = lock(&ep.st).binds.get(&id).copied().flatten() {
+            if let Some(s) = ep.st.lock().binds.get(&id).copied().flatten() {
                 break Some(s);
             }
             if Instant::now() >= until {
@@ -196,7 +196,7 @@ impl Transport for VerbsIa {
                 std::thread::yield_now();
             }
         };
-        lock(&ep.st).binds.remove(&id);
+        ep.st.lock().binds.remove(&id);
         match status {
             Some(dat_core::types::DtoStatus::Success) => {
                 lock(&self.shared.mws).insert(b.rmr, mw);
@@ -243,14 +243,14 @@ impl Transport for VerbsIa {
 
     fn modify_ep(&self, ep: EpId, cfg: &EpConfig) -> DatResult<()> {
         let ep = self.ep(ep)?;
-        lock(&ep.st).cfg = cfg.clone();
+        ep.st.lock().cfg = cfg.clone();
         Ok(())
     }
 
     fn reset_ep(&self, ep: EpId) -> DatResult<()> {
         let ep = self.ep(ep)?;
         let cm = {
-            let mut st = lock(&ep.st);
+            let mut st = ep.st.lock();
             let cm = self.shared.drop_cm(&mut st);
             st.phase = Phase::Idle;
             st.active = false;
@@ -262,7 +262,7 @@ impl Transport for VerbsIa {
         };
         // The QP is destroyed first; then what the hardware held can go.
         drop(cm);
-        lock(&ep.st).forget_posted();
+        ep.st.lock().forget_posted();
         Ok(())
     }
 
@@ -271,7 +271,7 @@ impl Transport for VerbsIa {
             return;
         };
         let cm = {
-            let mut st = lock(&ep.st);
+            let mut st = ep.st.lock();
             let live = st.phase.is_live();
             let cm = self.shared.drop_cm(&mut st);
             if live && let Some(cm) = &cm {
@@ -281,7 +281,7 @@ impl Transport for VerbsIa {
             cm
         };
         drop(cm);
-        let mut st = lock(&ep.st);
+        let mut st = ep.st.lock();
         st.forget_posted();
         st.recvs.clear();
         st.cqs.clear();
@@ -317,7 +317,7 @@ impl Transport for VerbsIa {
             DatError::resources(Subtype::ResourceTep)
         })?;
         let deadline = timeout.duration().map(|d| Instant::now() + d);
-        let mut st = lock(&ep.st);
+        let mut st = ep.st.lock();
         st.active = true;
         st.pdata = frame_req(private_data, folded.then_some(qual.0));
         st.deadline = deadline;
@@ -393,7 +393,7 @@ impl Transport for VerbsIa {
         let ep = self.ep(ep)?;
         let pending = self.shared.take_cr(cr).ok_or_else(gone)?;
         let mut cm = pending.cm;
-        let mut st = lock(&ep.st);
+        let mut st = ep.st.lock();
         if let Err(e) = self.shared.attach_qp(&ep, &mut st, &mut cm) {
             tracing::warn!(ia = %self.name, error = %e, "QP creation for accept failed");
             drop(st);
@@ -440,7 +440,7 @@ impl Transport for VerbsIa {
         // most GRACEFUL_LIMIT); otherwise rdma_disconnect moves the QP to the error state (as
         // OFA dapl does): completions already made are delivered first, the rest is flushed.
         let (phase, abort) = {
-            let mut st = lock(&ep.st);
+            let mut st = ep.st.lock();
             if flags == CloseFlags::Graceful
                 && st.phase == Phase::Connected
                 && st.sends_outstanding()
@@ -483,7 +483,7 @@ impl Transport for VerbsIa {
             !abort && phase != Phase::Idle,
         );
         if abort {
-            let cm = self.shared.drop_cm(&mut lock(&ep.st));
+            let cm = self.shared.drop_cm(&mut ep.st.lock());
             drop(cm);
         }
         Ok(())
@@ -505,7 +505,7 @@ impl Transport for VerbsIa {
                 _ => DatError::new(ErrorType::InternalError, Subtype::NoSubtype),
             }
         };
-        let mut st = lock(&ep.st);
+        let mut st = ep.st.lock();
         let qp = st.cm.as_ref().map_or(std::ptr::null_mut(), CmId::qp);
         if st.phase == Phase::Done && !qp.is_null() {
             // The terminal fact is reported (or being reported): the QP is in error and the

@@ -149,7 +149,9 @@ impl Shared {
         let mut suppressed = 0u32;
         let mut broken = false;
         let drained = {
-            let mut st = lock(&ep.st);
+            let mut guard = ep.st.lock();
+            // One `&mut`, so that the queues, `binds` and `phase` borrow apart.
+            let st = &mut *guard;
             let id = wc.wr_id;
             if id & WR_SRQ != 0 {
                 let wr = st.srq.as_ref().and_then(|s| lock(&s.wrs).take(id));
@@ -158,9 +160,18 @@ impl Shared {
                     && st.phase.is_live();
             } else {
                 let recv = id & WR_RECV != 0;
-                if !recv {
+                let phase = st.phase;
+                let q = if recv { &mut st.recvs } else { &mut st.sends };
+                // The number is looked up once: its offset from the front, and its slot if it
+                // is in use (retiring the requests before it leaves that slot where it is).
+                let off = q.offset(id);
+                let held = off.and_then(|o| q.slot_at(id, o));
+                if !recv
+                    && let Some(end) = off
+                    && end > 0
+                {
                     // An unsignalled request before this one has completed (in order).
-                    st.sends.retire_before(id, |p| {
+                    q.retire_range(end, |p| {
                         if p.wr.flags.contains(CompletionFlags::SUPPRESS) {
                             suppressed += 1;
                             return;
@@ -178,14 +189,12 @@ impl Shared {
                 }
                 if id & (WR_BIND | WR_MARK) != 0 {
                     broken = !matches!(status, DtoStatus::Success | DtoStatus::Flushed)
-                        && st.phase.is_live();
-                } else {
-                    let phase = st.phase;
-                    let q = if recv { &mut st.recvs } else { &mut st.sends };
-                    match q.get_mut(id) {
+                        && phase.is_live();
+                } else if let Some(i) = held {
+                    match q.get_at(i) {
                         None => {}
                         Some(p) if p.reported => {
-                            q.remove(id);
+                            q.remove_at(i);
                         }
                         Some(p) if status == DtoStatus::Flushed => {
                             // The QP went to error: report it as broken unless a terminal fact
@@ -196,7 +205,7 @@ impl Shared {
                             match phase {
                                 Phase::Done => {
                                     own = Some(p.wr.completion(DtoStatus::Flushed, 0));
-                                    q.remove(id);
+                                    q.remove_at(i);
                                 }
                                 Phase::Closing => {}
                                 _ => broken = true,
@@ -228,7 +237,7 @@ impl Shared {
                             } else {
                                 own = Some(p.wr.completion(status, n));
                             }
-                            q.remove(id);
+                            q.remove_at(i);
                             broken = status != DtoStatus::Success && phase.is_live();
                         }
                     }
@@ -269,7 +278,7 @@ impl Shared {
     /// was reported already.
     pub fn fail_ep(&self, ep: &Arc<Ep>, fact: CmFact, drain: bool, disconnect: bool) {
         let cqs = {
-            let mut st = lock(&ep.st);
+            let mut st = ep.st.lock();
             if matches!(st.phase, Phase::Closing | Phase::Done) {
                 return;
             }
@@ -290,7 +299,7 @@ impl Shared {
             }
         }
         let mut flushed = {
-            let mut st = lock(&ep.st);
+            let mut st = ep.st.lock();
             st.phase = Phase::Done;
             st.flushing = true;
             st.flush_all()
@@ -304,7 +313,7 @@ impl Shared {
             for c in &flushed {
                 ep.upcalls.completion(*c);
             }
-            let mut st = lock(&ep.st);
+            let mut st = ep.st.lock();
             flushed = st.flush_all();
             if flushed.is_empty() {
                 st.flushing = false;

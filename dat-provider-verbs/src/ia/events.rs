@@ -14,7 +14,6 @@ use sys::rdma_cm_event_type as ev;
 
 use super::{
     APP_IDLE, APP_LOOK_MAX, CrPending, DEADLINE_RETRY, Owner, RESOLVE_MS, Shared, lock, read,
-    try_lock,
 };
 use crate::cm::{CmEvent, CmId, REJ_CONSUMER_DEFINED};
 use crate::ep::{Ep, Phase};
@@ -127,12 +126,12 @@ impl Shared {
 
     /// The earliest deadline of the IA's endpoints. An endpoint whose lock is held (an
     /// application thread posting or reaping on it) is not waited for: it is looked at again
-    /// within [`DEADLINE_RETRY`] (see [`try_lock`]).
+    /// within [`DEADLINE_RETRY`] (see [`Ep::st`]).
     fn next_deadline(&self) -> Option<Instant> {
         read(&self.eps)
             .values()
             .filter_map(|ep| {
-                let Some(st) = try_lock(&ep.st) else {
+                let Some(st) = ep.st.try_lock() else {
                     return Some(Instant::now() + DEADLINE_RETRY);
                 };
                 let resolve = (st.phase == Phase::Resolving)
@@ -151,7 +150,7 @@ impl Shared {
             .values()
             .filter_map(|ep| {
                 // Busy: its deadline (if any) is fired at the next look (`next_deadline`).
-                let st = try_lock(&ep.st)?;
+                let st = ep.st.try_lock()?;
                 let pending = matches!(st.phase, Phase::Resolving | Phase::Connecting);
                 if pending && st.deadline.is_some_and(|d| d <= now) {
                     Some((ep.clone(), CmFact::TimedOut))
@@ -173,7 +172,7 @@ impl Shared {
             }
             self.fail_ep(&ep, fact, false, false);
             // The id goes at once: a late accept of the peer then meets no one.
-            let cm = self.drop_cm(&mut lock(&ep.st));
+            let cm = self.drop_cm(&mut ep.st.lock());
             drop(cm);
         }
     }
@@ -263,7 +262,7 @@ impl Shared {
     /// resolving an address; an event of the old id (a late DISCONNECTED) would end it.
     fn ep_event(&self, ep: &Arc<Ep>, e: &CmEvent) {
         let (phase, active) = {
-            let st = lock(&ep.st);
+            let st = ep.st.lock();
             if st.cm.as_ref().map(CmId::key) != Some(e.key) {
                 tracing::debug!(ia = %self.name, ep = ep.id.0, kind = e.kind, "cm event of a previous id ignored");
                 return;
@@ -274,7 +273,7 @@ impl Shared {
         let passive_fail = || fail(CmFact::AcceptCompletionError);
         match e.kind {
             ev::RDMA_CM_EVENT_ADDR_RESOLVED if phase == Phase::Resolving => {
-                let st = lock(&ep.st);
+                let st = ep.st.lock();
                 let r = st.cm.as_ref().map(|c| c.resolve_route(RESOLVE_MS));
                 drop(st);
                 if let Some(Err(err)) = r {
@@ -317,7 +316,7 @@ impl Shared {
                 if matches!(phase, Phase::Connecting | Phase::Accepting) =>
             {
                 {
-                    let mut st = lock(&ep.st);
+                    let mut st = ep.st.lock();
                     st.phase = Phase::Connected;
                     st.deadline = None;
                 }
@@ -331,7 +330,7 @@ impl Shared {
             ev::RDMA_CM_EVENT_DISCONNECTED if phase.is_live() => {
                 // A QP already in error was broken here (a responder that met a remote
                 // access violation goes to error without a completion of its own).
-                let broken = lock(&ep.st).cm.as_ref().is_some_and(CmId::qp_in_error);
+                let broken = ep.st.lock().cm.as_ref().is_some_and(CmId::qp_in_error);
                 let fact = if broken {
                     CmFact::Broken
                 } else {
@@ -348,7 +347,7 @@ impl Shared {
 
     /// The route is known: create the QP and send the connect request.
     fn connect_resolved(&self, ep: &Arc<Ep>) -> std::io::Result<()> {
-        let mut st = lock(&ep.st);
+        let mut st = ep.st.lock();
         let Some(mut cm) = st.cm.take() else {
             return Ok(());
         };
