@@ -580,31 +580,3 @@ impl Shared {
         Some(p)
     }
 }
-
-#[cfg(test)]
-mod tests {
-    use std::sync::{Arc, Mutex};
-
-    use super::try_lock;
-
-    #[test]
-    fn try_lock_never_waits_and_takes_a_poisoned_lock() {
-        let m = Arc::new(Mutex::new(1));
-        let held = m.lock().unwrap();
-        assert!(try_lock(&m).is_none(), "a held lock is not waited for");
-        drop(held);
-        assert_eq!(try_lock(&m).map(|g| *g), Some(1));
-        let m2 = m.clone();
-        let _ = std::thread::spawn(move || {
-            let _g = m2.lock().unwrap();
-            panic!("poisons the lock");
-        })
-        .join();
-        assert!(m.is_poisoned());
-        assert_eq!(
-            try_lock(&m).map(|g| *g),
-            Some(1),
-            "a poisoned lock is taken as it is"
-        );
-    }
-}
