@@ -83,14 +83,20 @@ impl EvdInner {
     /// hand-off to a poll of this EVD driving progress on this thread when the EVD is idle
     /// (nothing queued, no waiter, no CNO: then the event would wake nobody, trigger nothing
     /// and be the next one dequeued).
+    /// The completion is what `make` builds, built once it is known where it goes (into the
+    /// hand-off's slot directly: no copy through the stack).
     #[inline]
-    pub(crate) fn push_dto(&self, c: DtoCompletion, signal: Signal) {
-        if !self.maybe_ready.load(Ordering::Acquire)
+    pub(crate) fn push_dto(&self, make: impl FnOnce() -> DtoCompletion, signal: Signal) {
+        let c = if !self.maybe_ready.load(Ordering::Acquire)
             && self.handoff_ok.load(Ordering::Acquire)
-            && crate::handoff::offer::<EvdInner>(self, c)
         {
-            return;
-        }
+            match crate::handoff::offer_with::<EvdInner>(self, make) {
+                Ok(()) => return,
+                Err(c) => c,
+            }
+        } else {
+            make()
+        };
         self.queue_dto(c, signal);
     }
 

@@ -101,15 +101,26 @@ pub(crate) fn poll<E>(evd: &E, progress: impl FnOnce() -> bool) -> (bool, Option
 /// Hands `c` to the poll of `evd` running on this thread, if there is one and it has none
 /// yet (the first completion closes the poll to others). The caller has checked that the
 /// EVD is idle.
-#[inline]
-pub(crate) fn offer<E>(evd: &E, c: DtoCompletion) -> bool {
+#[cfg(test)]
+fn offer<E>(evd: &E, c: DtoCompletion) -> bool {
+    offer_with(evd, || c).is_ok()
+}
+
+/// [`offer`] of the completion `make` builds, built only once it is known where it goes:
+/// straight into the slot when the poll takes it (no copy through the stack), and handed
+/// back to the caller for the queue otherwise.
+#[inline(always)]
+pub(crate) fn offer_with<E>(
+    evd: &E,
+    make: impl FnOnce() -> DtoCompletion,
+) -> Result<(), DtoCompletion> {
     let s = slots();
     if std::ptr::eq(s.want.get(), std::ptr::from_ref(evd).cast()) {
         s.want.set(std::ptr::null());
-        s.got.set(Some(c));
-        return true;
+        s.got.set(Some(make()));
+        return Ok(());
     }
-    false
+    Err(make())
 }
 
 #[cfg(test)]
