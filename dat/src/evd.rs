@@ -20,6 +20,7 @@ use dat_core::provider::Transport;
 use dat_core::types::{CnoId, EvdFlags, EvdId, EventNumber, Timeout};
 use dat_core::{DatError, DatResult};
 
+use crate::dyn_arc::DynArc;
 use crate::ia::IaInner;
 use crate::sync::lock;
 
@@ -37,7 +38,7 @@ struct EvdState {
 pub(crate) struct EvdInner {
     pub(crate) id: EvdId,
     ia: Weak<IaInner>,
-    transport: Arc<dyn Transport>,
+    transport: DynArc<dyn Transport>,
     state: Mutex<EvdState>,
     cond: Condvar,
     /// False only while a dequeue would find nothing (queue empty, no waiter, not dead), so
@@ -197,7 +198,7 @@ impl PartialEq for Evd {
 impl Evd {
     pub(crate) fn from_queue(
         ia: Weak<IaInner>,
-        transport: Arc<dyn Transport>,
+        transport: DynArc<dyn Transport>,
         id: u32,
         q: EvdQueue,
         is_async: bool,
