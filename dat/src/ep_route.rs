@@ -154,8 +154,9 @@ impl Routes {
         } else {
             Signal::Normal
         };
-        let dto = DtoCompletion {
-            ep: self.ep,
+        let ep = self.ep;
+        let dto = move || DtoCompletion {
+            ep,
             cookie: c.cookie,
             status: c.status,
             transferred_length: if c.status == DtoStatus::Success {

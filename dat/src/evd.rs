@@ -20,6 +20,7 @@ use dat_core::provider::Transport;
 use dat_core::types::{CnoId, EvdFlags, EvdId, EventNumber, Timeout};
 use dat_core::{DatError, DatResult};
 
+use crate::dyn_arc::DynArc;
 use crate::ia::IaInner;
 use crate::sync::lock;
 
@@ -37,7 +38,7 @@ struct EvdState {
 pub(crate) struct EvdInner {
     pub(crate) id: EvdId,
     ia: Weak<IaInner>,
-    transport: Arc<dyn Transport>,
+    transport: DynArc<dyn Transport>,
     state: Mutex<EvdState>,
     cond: Condvar,
     /// False only while a dequeue would find nothing (queue empty, no waiter, not dead), so
@@ -83,14 +84,20 @@ impl EvdInner {
     /// hand-off to a poll of this EVD driving progress on this thread when the EVD is idle
     /// (nothing queued, no waiter, no CNO: then the event would wake nobody, trigger nothing
     /// and be the next one dequeued).
+    /// The completion is what `make` builds, built once it is known where it goes (into the
+    /// hand-off's slot directly: no copy through the stack).
     #[inline]
-    pub(crate) fn push_dto(&self, c: DtoCompletion, signal: Signal) {
-        if !self.maybe_ready.load(Ordering::Acquire)
+    pub(crate) fn push_dto(&self, make: impl FnOnce() -> DtoCompletion, signal: Signal) {
+        let c = if !self.maybe_ready.load(Ordering::Acquire)
             && self.handoff_ok.load(Ordering::Acquire)
-            && crate::handoff::offer::<EvdInner>(self, c)
         {
-            return;
-        }
+            match crate::handoff::offer_with::<EvdInner>(self, make) {
+                Ok(()) => return,
+                Err(c) => c,
+            }
+        } else {
+            make()
+        };
         self.queue_dto(c, signal);
     }
 
@@ -191,7 +198,7 @@ impl PartialEq for Evd {
 impl Evd {
     pub(crate) fn from_queue(
         ia: Weak<IaInner>,
-        transport: Arc<dyn Transport>,
+        transport: DynArc<dyn Transport>,
         id: u32,
         q: EvdQueue,
         is_async: bool,

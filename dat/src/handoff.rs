@@ -46,10 +46,22 @@ thread_local! {
 /// completion upcall reads anyway for [`offer`].
 #[inline(always)]
 pub(crate) fn thread_number() -> u64 {
-    SLOTS.with(|s| match s.thread.get() {
+    let s = slots();
+    match s.thread.get() {
         0 => learn_thread(s),
         n => n,
-    })
+    }
+}
+
+/// This thread's slots, reached without the "destroyed" check of `LocalKey::with` (which the
+/// compiler kept on the dequeue's path, on the niche of the value a closure returned).
+#[inline(always)]
+fn slots() -> &'static Slots {
+    let p: *const Slots = SLOTS.with(std::ptr::from_ref);
+    // SAFETY: `SLOTS` is initialised by a constant and has no destructor, so its storage
+    // stays valid for as long as the thread runs; `Slots` is made of `Cell`s (not `Sync`), so
+    // the reference cannot be sent to or shared with another thread.
+    unsafe { &*p }
 }
 
 #[cold]
@@ -70,19 +82,17 @@ pub(crate) fn poll<E>(evd: &E, progress: impl FnOnce() -> bool) -> (bool, Option
     struct Close;
     impl Drop for Close {
         fn drop(&mut self) {
-            SLOTS.with(|s| {
-                s.want.set(std::ptr::null());
-                s.got.set(None);
-            });
+            let s = slots();
+            s.want.set(std::ptr::null());
+            s.got.set(None);
         }
     }
-    SLOTS.with(|s| s.want.set(std::ptr::from_ref(evd).cast()));
+    let s = slots();
+    s.want.set(std::ptr::from_ref(evd).cast());
     let close = Close;
     let progressed = progress();
-    let got = SLOTS.with(|s| {
-        s.want.set(std::ptr::null());
-        s.got.take()
-    });
+    s.want.set(std::ptr::null());
+    let got = s.got.take();
     // Closed already: the guard is only for an unwinding `progress`.
     std::mem::forget(close);
     (progressed, got)
@@ -91,16 +101,26 @@ pub(crate) fn poll<E>(evd: &E, progress: impl FnOnce() -> bool) -> (bool, Option
 /// Hands `c` to the poll of `evd` running on this thread, if there is one and it has none
 /// yet (the first completion closes the poll to others). The caller has checked that the
 /// EVD is idle.
-#[inline]
-pub(crate) fn offer<E>(evd: &E, c: DtoCompletion) -> bool {
-    SLOTS.with(|s| {
-        if std::ptr::eq(s.want.get(), std::ptr::from_ref(evd).cast()) {
-            s.want.set(std::ptr::null());
-            s.got.set(Some(c));
-            return true;
-        }
-        false
-    })
+#[cfg(test)]
+fn offer<E>(evd: &E, c: DtoCompletion) -> bool {
+    offer_with(evd, || c).is_ok()
+}
+
+/// [`offer`] of the completion `make` builds, built only once it is known where it goes:
+/// straight into the slot when the poll takes it (no copy through the stack), and handed
+/// back to the caller for the queue otherwise.
+#[inline(always)]
+pub(crate) fn offer_with<E>(
+    evd: &E,
+    make: impl FnOnce() -> DtoCompletion,
+) -> Result<(), DtoCompletion> {
+    let s = slots();
+    if std::ptr::eq(s.want.get(), std::ptr::from_ref(evd).cast()) {
+        s.want.set(std::ptr::null());
+        s.got.set(Some(make()));
+        return Ok(());
+    }
+    Err(make())
 }
 
 #[cfg(test)]

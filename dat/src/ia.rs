@@ -14,6 +14,7 @@ use dat_core::types::{CloseFlags, EvdFlags, EventNumber, IaAttr, ProviderAttr};
 use dat_core::{DatError, DatResult};
 
 use crate::cm::{CrInner, SpInner};
+use crate::dyn_arc::DynArc;
 use crate::ep::EpInner;
 use crate::evd::{Cno, CnoInner, Evd, EvdInner};
 use crate::mem::{LmrInner, PzInner};
@@ -55,7 +56,7 @@ impl Children {
 
 pub(crate) struct IaInner {
     pub(crate) name: String,
-    pub(crate) transport: Arc<dyn Transport>,
+    pub(crate) transport: DynArc<dyn Transport>,
     pub(crate) mem: Arc<RwLock<MemTable>>,
     /// `mem`'s number and count of deregistrations, read by posts without the lock
     /// (`dat_core::mem::post_cache`).
@@ -167,7 +168,7 @@ impl Ia {
             mem: mem.clone(),
             upcalls: link.clone(),
         };
-        let transport = provider.open(req)?;
+        let transport = DynArc::new(provider.open(req)?);
         let ia_attr = transport.ia_attr();
         let provider_attr = transport.provider_attr();
         let queue = match EvdQueue::new(async_qlen, EvdFlags::ASYNC, ia_attr.max_evd_qlen, |_| true)

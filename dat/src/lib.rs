@@ -18,6 +18,7 @@
 //! specification names; the `# Errors` section of each item lists them.
 
 mod cm;
+mod dyn_arc;
 mod ep;
 mod ep_cell;
 mod ep_count;

@@ -316,17 +316,44 @@ thread_local! {
 
 /// A poll of an EVD found nothing and the transport moved nothing: yields the CPU if this
 /// thread shares it (see the module notes).
+///
+/// Inlined (the look and the yield are out of line): in a shared library every function
+/// that reads a thread-local pays a call to `__tls_get_addr`, and the dequeue that runs
+/// this has made that call already (the hand-off's slot, in this crate's thread-local
+/// block); out of line it cost a second one per empty dequeue.
+#[inline]
 pub(crate) fn idle_poll() {
-    let mut f = FAST.get();
+    let fast = fast();
+    let mut f = fast.get();
     let look = f.count();
     if look != Look::No {
         f = take_look(f, look);
     }
-    FAST.set(f);
+    fast.set(f);
     if f.contended {
-        YIELDS.fetch_add(1, Ordering::Relaxed);
-        std::thread::yield_now();
+        give_way();
     }
+}
+
+/// An empty poll of a contended thread yields the CPU (out of line: rare on a core of its
+/// own).
+#[cold]
+#[inline(never)]
+fn give_way() {
+    YIELDS.fetch_add(1, Ordering::Relaxed);
+    std::thread::yield_now();
+}
+
+/// This thread's [`FAST`] counts, reached without the "destroyed" check of
+/// `LocalKey::get` (which the compiler kept on every empty poll: a `Cell<Fast>` has a niche
+/// for it).
+#[inline(always)]
+fn fast() -> &'static Cell<Fast> {
+    let p: *const Cell<Fast> = FAST.with(std::ptr::from_ref);
+    // SAFETY: `FAST` is initialised by a constant and has no destructor, so its storage stays
+    // valid for as long as the thread runs; a `Cell` is not `Sync`, so the reference cannot
+    // be sent to or shared with another thread.
+    unsafe { &*p }
 }
 
 /// The look of an empty poll at the clock (out of line: one poll in 32 at most).
@@ -349,7 +376,7 @@ fn take_look(f: Fast, look: Look) -> Fast {
 pub(crate) fn busy_poll() {
     // No empty poll since the last one that found work (a stretch of 2^32 empty polls that
     // wrapped to 0 is not ended either: harmless).
-    if FAST.get().run == 0 {
+    if fast().get().run == 0 {
         return;
     }
     end_stretch();
