@@ -146,22 +146,23 @@ pub(crate) unsafe extern "C" fn evd_post_se(evd: DatHandle, event: *const DatEve
 
 pub(crate) unsafe extern "C" fn evd_dequeue(evd: DatHandle, event: *mut DatEvent) -> DatReturn {
     guard("evd_dequeue", || {
-        // Borrowed under the slot's read lock: a polling consumer calls this in a loop.
+        // Used in place inside the slot's gate: a polling consumer calls this in a loop.
         let bad = DatError::invalid_handle(Subtype::InvalidHandleEvdRequest);
-        handle::with(evd, Kind::Evd, bad, |n| {
-            let Obj::Evd(e) = &n.obj else {
-                return Err(bad);
-            };
-            if event.is_null() {
-                return Err(arg(2));
-            }
-            // An empty queue returns DatError::QUEUE_EMPTY, the bare 0x000D0000 `dtest -p`
-            // compares against.
-            let ev = e.dequeue()?;
-            // SAFETY: checked non-NULL consumer OUT pointer.
-            unsafe { event_to_c(event, &ev, n.handle(), &n.ia) };
-            Ok(())
-        })
+        let Some(n) = handle::hold(evd, Kind::Evd) else {
+            return Err(bad);
+        };
+        let Obj::Evd(e) = &n.obj else {
+            return Err(bad);
+        };
+        if event.is_null() {
+            return Err(arg(2));
+        }
+        // An empty queue returns DatError::QUEUE_EMPTY, the bare 0x000D0000 `dtest -p`
+        // compares against.
+        let ev = e.dequeue()?;
+        // SAFETY: checked non-NULL consumer OUT pointer.
+        unsafe { event_to_c(event, &ev, n.handle(), &n.ia) };
+        Ok(())
     })
 }
 
