@@ -3,6 +3,7 @@
 use std::panic::{AssertUnwindSafe, catch_unwind};
 
 use dat::{DatError, DatResult, ErrorType, Subtype};
+use dat_core::error::{DAT_CLASS_ERROR, DAT_CLASS_WARNING, DAT_SUCCESS};
 
 use crate::abi::DatReturn;
 
@@ -16,8 +17,25 @@ use crate::abi::DatReturn;
 #[inline(always)]
 pub fn guard(call: &'static str, f: impl FnOnce() -> DatResult<()>) -> DatReturn {
     match catch_unwind(AssertUnwindSafe(f)) {
-        Ok(r) => DatError::result_to_raw(r),
+        Ok(r) => to_return(r),
         Err(payload) => contained(call, payload),
+    }
+}
+
+/// `DAT_SUCCESS` or the error's raw `DAT_RETURN`, as `DatError::result_to_raw` gives it, with
+/// the class bits computed without a branch: `dat_core::error::Class` in declaration order
+/// is Error (0), Warning (1), Bare (2), so `DAT_CLASS_ERROR >> class`, masked to the two class
+/// bits, is `DAT_CLASS_ERROR`, `DAT_CLASS_WARNING` or 0 (`to_return_is_the_raw_code` checks
+/// every code). `result_to_raw` is not inlined here and picks the class with two branches.
+#[inline(always)]
+pub fn to_return(r: DatResult<()>) -> DatReturn {
+    match r {
+        Ok(()) => DAT_SUCCESS,
+        Err(e) => {
+            let class =
+                (DAT_CLASS_ERROR >> (e.class() as u32)) & (DAT_CLASS_ERROR | DAT_CLASS_WARNING);
+            class | e.kind().raw() | u32::from(e.subtype().raw())
+        }
     }
 }
 
@@ -140,6 +158,27 @@ pub fn boolean(b: bool) -> u32 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn to_return_is_the_raw_code() {
+        let mut seen = 0;
+        for class in [0, DAT_CLASS_ERROR, DAT_CLASS_WARNING] {
+            for kind in 0..0x40u32 {
+                for sub in 0..0x100u32 {
+                    let raw = class | kind << 16 | sub;
+                    let Ok(Some(e)) = DatError::from_raw(raw) else {
+                        continue;
+                    };
+                    assert_eq!(to_return(Err(e)), raw, "{e:?}");
+                    assert_eq!(to_return(Err(e)), DatError::result_to_raw(Err(e)));
+                    seen += 1;
+                }
+            }
+        }
+        assert!(seen > 3 * 20 * 40, "only {seen} codes decoded");
+        assert_eq!(to_return(Ok(())), 0);
+        assert_eq!(to_return(Err(DatError::QUEUE_EMPTY)), 0x000D_0000);
+    }
 
     #[test]
     fn arg_is_invalid_arg() {

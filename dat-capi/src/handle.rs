@@ -481,17 +481,18 @@ pub fn remove_ia(ia: &Arc<IaState>) {
     }
 }
 
-/// The slot number of the handle at `addr` (a handle handed out so far), for a compact
-/// reference to it ([`at_index`] turns it back).
-pub fn index_of(addr: usize) -> Option<u32> {
+/// A compact, non-zero reference to the handle at `addr` (a handle handed out so far): its
+/// offset in the table plus one slot. [`from_token`] turns it back with one addition.
+pub fn token_of(addr: usize) -> Option<NonZeroU32> {
     at(addr)?;
-    u32::try_from((addr - RANGE.base.load(Ordering::Relaxed)) >> SHIFT).ok()
+    let off = (addr - RANGE.base.load(Ordering::Relaxed)) + (1 << SHIFT);
+    NonZeroU32::new(u32::try_from(off).ok()?)
 }
 
-/// The handle address of slot number `idx` (from [`index_of`]).
-#[inline]
-pub fn at_index(idx: u32) -> usize {
-    RANGE.base.load(Ordering::Relaxed) + ((idx as usize) << SHIFT)
+/// The handle address of a token from [`token_of`].
+#[inline(always)]
+pub fn from_token(token: u32) -> usize {
+    (RANGE.base.load(Ordering::Relaxed) + token as usize).wrapping_sub(1 << SHIFT)
 }
 
 /// Number of live handles (for tests and leak diagnostics).
