@@ -5,8 +5,8 @@
 //! the first bytes of fixed-size slots in one address range reserved at first use, so
 //! resolving a handle is arithmetic, not a hash: an address outside the range, not on a slot
 //! boundary or beyond the slots handed out so far is rejected before anything is read; inside,
-//! the slot's [`Gate`] says whether it holds a live object of the kind the call expects, and
-//! keeps that object from being freed while the call uses it.
+//! the slot's gate (`crate::gate`) says whether it holds a live object of the kind the call
+//! expects, and keeps that object from being freed while the call uses it.
 //! A stale, foreign or garbage pointer thus yields `DAT_INVALID_HANDLE` with the caller's
 //! subtype and is never dereferenced. Freed slots are poisoned (magic [`POISON`]) and kept in
 //! a FIFO quarantine of [`QUARANTINE`] slots before they are reused, so an address is not
@@ -16,7 +16,7 @@
 //! subtraction, a rotation and one comparison for the range (a rotation by the slot size's
 //! bits turns a misaligned offset into a huge index, so one comparison with the slots handed
 //! out checks both), then one `fetch_add` on the slot's gate, whose result also says which
-//! kind the slot holds (or none), and one `fetch_sub` when the call is done ([`with`]); other
+//! kind the slot holds (or none), and one `fetch_sub` when the call is done ([`hold`]); other
 //! calls take a reference to the node ([`get`]). Why the gate is as safe as a lock is in
 //! `crate::gate`. Order: a caller inside a slot may take the allocator's lock (a dequeue that
 //! creates an EP handle) and come into other slots; a free waits for the slot's callers to
