@@ -46,10 +46,11 @@
 //! they overlap without a pause, which consumers calling through libdat2 do not (most of
 //! each call of theirs is spent outside the gate); in this module's stress test (two threads
 //! doing nothing but come in and go out) a close takes well under a millisecond in a release
-//! build. The gate is
-//! re-entrant: a caller inside may come into the same slot again (an RwLock read could
-//! deadlock behind a queued writer). A caller inside must not close its own slot (it would
-//! wait for itself), as with the lock before.
+//! build.
+//!
+//! The gate is re-entrant: a caller inside may come into the same slot again (an RwLock read
+//! could deadlock behind a queued writer). A caller inside must not close its own slot (it
+//! would wait for itself), as with the lock before.
 
 use std::num::NonZeroU32;
 use std::sync::atomic::{AtomicU64, Ordering};
