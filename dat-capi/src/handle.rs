@@ -242,23 +242,36 @@ fn reserve(a: &mut Alloc) {
     }
 }
 
-/// The slot at `addr`, if it is the address of a slot handed out so far.
+/// Whether `addr` is the address of a slot handed out so far.
 #[inline(always)]
-fn at(addr: usize) -> Option<&'static Slot> {
+fn is_slot(addr: usize) -> bool {
     // `used` first: once it is above 0, `base` (stored before it grew, with Release) is the
     // range's address; while it is 0 nothing passes, whatever `base` reads.
     let used = RANGE.used.load(Ordering::Acquire);
     let base = RANGE.base.load(Ordering::Relaxed);
     // The offset's low SHIFT bits (non-zero unless on a slot boundary) become the top bits:
     // the index is then above any count of slots, as is an offset below the range (wrapped).
-    let idx = addr.wrapping_sub(base).rotate_right(SHIFT);
-    if idx >= used {
-        return None;
-    }
-    // SAFETY: `addr` is `base + idx << SHIFT` with `idx` below `used`, so the slot is
-    // committed and was initialized (the Release store of `used` follows its
-    // initialization); slots are never unmapped.
-    Some(unsafe { &*(addr as *const Slot) })
+    addr.wrapping_sub(base).rotate_right(SHIFT) < used
+}
+
+/// The slot at `addr`, which [`is_slot`] accepted.
+///
+/// # Safety
+/// `is_slot(addr)` returned true (after which the slot stays valid: slots are never
+/// unmapped).
+#[inline(always)]
+unsafe fn slot_at(addr: usize) -> &'static Slot {
+    // SAFETY: `addr` is `base + idx << SHIFT` with `idx` below `used` (the caller's
+    // contract), so the slot is committed and was initialized (the Release store of `used`
+    // follows its initialization); slots are never unmapped.
+    unsafe { &*(addr as *const Slot) }
+}
+
+/// The slot at `addr`, if it is the address of a slot handed out so far.
+#[inline(always)]
+fn at(addr: usize) -> Option<&'static Slot> {
+    // SAFETY: checked by `is_slot`.
+    is_slot(addr).then(|| unsafe { slot_at(addr) })
 }
 
 /// The slot `idx` (below `used`).
@@ -413,7 +426,13 @@ impl std::ops::Deref for Held<'_> {
 /// `h` (the free would wait for it to let go).
 #[inline(always)]
 pub fn hold(h: DatHandle, kind: Kind) -> Option<Held<'static>> {
-    let s = at(h as usize)?;
+    // Not `at`: the compiler then tested for NULL too (an `Option<&Slot>` of `addr` is None
+    // when `addr` is 0).
+    if !is_slot(h as usize) {
+        return None;
+    }
+    // SAFETY: `is_slot` accepted it.
+    let s = unsafe { slot_at(h as usize) };
     match s.enter(Some(kind)) {
         (inside, Some(n)) => Some(Held {
             _inside: inside,
