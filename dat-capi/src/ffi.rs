@@ -3,6 +3,7 @@
 use std::panic::{AssertUnwindSafe, catch_unwind};
 
 use dat::{DatError, DatResult, ErrorType, Subtype};
+use dat_core::error::{DAT_CLASS_ERROR, DAT_CLASS_WARNING, DAT_SUCCESS};
 
 use crate::abi::DatReturn;
 
@@ -16,8 +17,25 @@ use crate::abi::DatReturn;
 #[inline(always)]
 pub fn guard(call: &'static str, f: impl FnOnce() -> DatResult<()>) -> DatReturn {
     match catch_unwind(AssertUnwindSafe(f)) {
-        Ok(r) => DatError::result_to_raw(r),
+        Ok(r) => to_return(r),
         Err(payload) => contained(call, payload),
+    }
+}
+
+/// `DAT_SUCCESS` or the error's raw `DAT_RETURN`, as `DatError::result_to_raw` gives it, with
+/// the class bits computed without a branch: `dat_core::error::Class` in declaration order
+/// is Error (0), Warning (1), Bare (2), so `DAT_CLASS_ERROR >> class`, masked to the two class
+/// bits, is `DAT_CLASS_ERROR`, `DAT_CLASS_WARNING` or 0 (`to_return_is_the_raw_code` checks
+/// every code). `result_to_raw` is not inlined here and picks the class with two branches.
+#[inline(always)]
+pub fn to_return(r: DatResult<()>) -> DatReturn {
+    match r {
+        Ok(()) => DAT_SUCCESS,
+        Err(e) => {
+            let class =
+                (DAT_CLASS_ERROR >> (e.class() as u32)) & (DAT_CLASS_ERROR | DAT_CLASS_WARNING);
+            class | e.kind().raw() | u32::from(e.subtype().raw())
+        }
     }
 }
 
@@ -30,9 +48,28 @@ fn contained(call: &'static str, payload: Box<dyn std::any::Any + Send>) -> DatR
     DatError::new(ErrorType::InternalError, Subtype::NoSubtype).to_raw()
 }
 
-/// `DAT_INVALID_PARAMETER|DAT_INVALID_ARGn`.
+/// `DAT_INVALID_PARAMETER|DAT_INVALID_ARGn` for the argument positions of the calls, built at
+/// compile time.
+const ARGS: [DatError; 11] = {
+    let mut a = [DatError::invalid_arg(0); 11];
+    let mut n = 1;
+    while n < a.len() {
+        a[n] = DatError::invalid_arg(n as u16);
+        n += 1;
+    }
+    a
+};
+
+/// `DAT_INVALID_PARAMETER|DAT_INVALID_ARGn`. A constant where `n` is one (every call site):
+/// `DatError::invalid_arg` is a call into `dat-core`, and a call on an error path of a DTO
+/// post made the compiler keep the post's arguments in saved registers on the fast path
+/// too.
+#[inline(always)]
 pub fn arg(n: u16) -> DatError {
-    DatError::invalid_arg(n)
+    match ARGS.get(n as usize) {
+        Some(e) => *e,
+        None => DatError::invalid_arg(n),
+    }
 }
 
 /// Writes `v` through `p` if `p` is not NULL.
@@ -116,4 +153,37 @@ pub fn fill_name(dst: &mut [libc::c_char], s: &str) {
 /// `DAT_TRUE`/`DAT_FALSE`.
 pub fn boolean(b: bool) -> u32 {
     u32::from(b)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn to_return_is_the_raw_code() {
+        let mut seen = 0;
+        for class in [0, DAT_CLASS_ERROR, DAT_CLASS_WARNING] {
+            for kind in 0..0x40u32 {
+                for sub in 0..0x100u32 {
+                    let raw = class | kind << 16 | sub;
+                    let Ok(Some(e)) = DatError::from_raw(raw) else {
+                        continue;
+                    };
+                    assert_eq!(to_return(Err(e)), raw, "{e:?}");
+                    assert_eq!(to_return(Err(e)), DatError::result_to_raw(Err(e)));
+                    seen += 1;
+                }
+            }
+        }
+        assert!(seen > 3 * 20 * 40, "only {seen} codes decoded");
+        assert_eq!(to_return(Ok(())), 0);
+        assert_eq!(to_return(Err(DatError::QUEUE_EMPTY)), 0x000D_0000);
+    }
+
+    #[test]
+    fn arg_is_invalid_arg() {
+        for n in 0..=12 {
+            assert_eq!(arg(n), DatError::invalid_arg(n));
+        }
+    }
 }

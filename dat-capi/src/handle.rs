@@ -5,25 +5,33 @@
 //! the first bytes of fixed-size slots in one address range reserved at first use, so
 //! resolving a handle is arithmetic, not a hash: an address outside the range, not on a slot
 //! boundary or beyond the slots handed out so far is rejected before anything is read; inside,
-//! the slot's own lock holds the live object, whose kind must match what the call expects.
+//! the slot's gate (`crate::gate`) says whether it holds a live object of the kind the call
+//! expects, and keeps that object from being freed while the call uses it.
 //! A stale, foreign or garbage pointer thus yields `DAT_INVALID_HANDLE` with the caller's
 //! subtype and is never dereferenced. Freed slots are poisoned (magic [`POISON`]) and kept in
 //! a FIFO quarantine of [`QUARANTINE`] slots before they are reused, so an address is not
 //! handed out again while a stale copy is likely around.
 //!
-//! The lookup of a DTO or dequeue call takes no global lock and allocates nothing: a range
-//! check, a shift and an uncontended read lock of the slot, held while the call runs
-//! ([`with`]); other calls take a reference to the node ([`get`]). Lock order: a slot's lock
-//! may be held while the allocator's is taken (a dequeue that creates an EP handle), never
-//! the other way round.
+//! The lookup of a DTO or dequeue call takes no lock and allocates nothing: two loads, a
+//! subtraction, a rotation and one comparison for the range (a rotation by the slot size's
+//! bits turns a misaligned offset into a huge index, so one comparison with the slots handed
+//! out checks both), then one `fetch_add` on the slot's gate, whose result also says which
+//! kind the slot holds (or none), and one `fetch_sub` when the call is done ([`hold`]); other
+//! calls take a reference to the node ([`get`]). Why the gate is as safe as a lock is in
+//! `crate::gate`. Order: a caller inside a slot may take the allocator's lock (a dequeue that
+//! creates an EP handle) and come into other slots; a free waits for the slot's callers to
+//! leave while holding no lock.
 
+use std::cell::UnsafeCell;
 use std::collections::VecDeque;
+use std::num::NonZeroU32;
 use std::sync::atomic::{AtomicPtr, AtomicU32, AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, OnceLock, RwLock};
+use std::sync::{Arc, Mutex, MutexGuard};
 
 use dat::{DatError, ErrorType, Subtype};
 
 use crate::abi::{DatHandle, DatProvider, handle_type};
+use crate::gate::{Gate, Inside};
 use crate::state::IaState;
 
 /// The magic of a freed handle.
@@ -70,6 +78,14 @@ impl Kind {
     /// The magic word of a live handle of this kind.
     pub const fn magic(self) -> u32 {
         0xDA7A_0000 | self as u32
+    }
+
+    /// Its tag in a slot's gate (never 0, which means "no node").
+    const fn tag(self) -> NonZeroU32 {
+        match NonZeroU32::new(self as u32 + 1) {
+            Some(t) => t,
+            None => NonZeroU32::MIN,
+        }
     }
 }
 
@@ -144,11 +160,15 @@ pub struct Node {
     pub addr: usize,
 }
 
-/// One slot: the header C points at, then the live node.
+/// One slot: the header C points at, its gate, then the live node.
 #[repr(C, align(64))]
 struct Slot {
     header: HandleHeader,
-    node: RwLock<Option<Arc<Node>>>,
+    gate: Gate,
+    /// Written only while the gate is closed and nobody it let in is inside (by `insert`,
+    /// before it opens the gate; by `remove`, after it closed it); read only by callers the
+    /// gate let in with the node's tag.
+    node: UnsafeCell<Option<Arc<Node>>>,
 }
 
 /// Slot bookkeeping, changed only when handles are created or freed.
@@ -159,135 +179,172 @@ struct Alloc {
     committed: usize,
     /// Live handles.
     live: usize,
-}
-
-/// The reserved range.
-struct Slots {
-    base: usize,
-    /// Slots initialized so far (indices below are valid `Slot`s).
-    used: AtomicUsize,
-    alloc: Mutex<Alloc>,
+    /// The reservation was tried (`base` is its address, or 0 when it failed).
+    reserved: bool,
 }
 
 const SHIFT: u32 = std::mem::size_of::<Slot>().trailing_zeros();
 const _: () = assert!(std::mem::size_of::<Slot>().is_power_of_two());
 const _: () = assert!(std::mem::offset_of!(Slot, header) == 0);
 
-static SLOTS: OnceLock<Slots> = OnceLock::new();
+/// Where the slots are: read by every lookup (one static, so one address to load).
+struct Range {
+    /// Slots initialized so far (indices below are valid `Slot`s); stays 0 without a range.
+    used: AtomicUsize,
+    /// The reserved range's address (0 until reserved, or if that failed); set once, before
+    /// `used` first grows.
+    base: AtomicUsize,
+}
 
-fn slots() -> &'static Slots {
-    SLOTS.get_or_init(|| {
-        let len = CAPACITY << SHIFT;
-        // SAFETY: a fresh private anonymous mapping with no access; nothing else refers to it.
-        // PROT_NONE keeps it out of the commit charge until slots are made writable.
-        let p = unsafe {
-            libc::mmap(
-                std::ptr::null_mut(),
-                len,
-                libc::PROT_NONE,
-                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE,
-                -1,
-                0,
+static RANGE: Range = Range {
+    used: AtomicUsize::new(0),
+    base: AtomicUsize::new(0),
+};
+
+/// The allocator (its lock is taken only to create and free handles).
+static ALLOC: Mutex<Alloc> = Mutex::new(Alloc {
+    free: VecDeque::new(),
+    committed: 0,
+    live: 0,
+    reserved: false,
+});
+
+fn alloc() -> MutexGuard<'static, Alloc> {
+    ALLOC.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// Reserves the range (once, under the allocator's lock).
+fn reserve(a: &mut Alloc) {
+    if a.reserved {
+        return;
+    }
+    a.reserved = true;
+    let len = CAPACITY << SHIFT;
+    // SAFETY: a fresh private anonymous mapping with no access; nothing else refers to it.
+    // PROT_NONE keeps it out of the commit charge until slots are made writable.
+    let p = unsafe {
+        libc::mmap(
+            std::ptr::null_mut(),
+            len,
+            libc::PROT_NONE,
+            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE,
+            -1,
+            0,
+        )
+    };
+    if p == libc::MAP_FAILED {
+        tracing::error!(
+            len,
+            "cannot reserve the handle table; no handle can be created"
+        );
+    } else {
+        RANGE.base.store(p as usize, Ordering::Relaxed);
+    }
+}
+
+/// Whether `addr` is the address of a slot handed out so far.
+#[inline(always)]
+fn is_slot(addr: usize) -> bool {
+    // `used` first: once it is above 0, `base` (stored before it grew, with Release) is the
+    // range's address; while it is 0 nothing passes, whatever `base` reads.
+    let used = RANGE.used.load(Ordering::Acquire);
+    let base = RANGE.base.load(Ordering::Relaxed);
+    // The offset's low SHIFT bits (non-zero unless on a slot boundary) become the top bits:
+    // the index is then above any count of slots, as is an offset below the range (wrapped).
+    addr.wrapping_sub(base).rotate_right(SHIFT) < used
+}
+
+/// The slot at `addr`, which [`is_slot`] accepted.
+///
+/// # Safety
+/// `is_slot(addr)` returned true (after which the slot stays valid: slots are never
+/// unmapped).
+#[inline(always)]
+unsafe fn slot_at(addr: usize) -> &'static Slot {
+    // SAFETY: `addr` is `base + idx << SHIFT` with `idx` below `used` (the caller's
+    // contract), so the slot is committed and was initialized (the Release store of `used`
+    // follows its initialization); slots are never unmapped.
+    unsafe { &*(addr as *const Slot) }
+}
+
+/// The slot at `addr`, if it is the address of a slot handed out so far.
+#[inline(always)]
+fn at(addr: usize) -> Option<&'static Slot> {
+    // SAFETY: checked by `is_slot`.
+    is_slot(addr).then(|| unsafe { slot_at(addr) })
+}
+
+/// The slot `idx` (below `used`).
+fn slot(idx: usize) -> &'static Slot {
+    debug_assert!(idx < RANGE.used.load(Ordering::Acquire));
+    // SAFETY: as in `at`: initialized and never unmapped.
+    unsafe { &*((RANGE.base.load(Ordering::Relaxed) + (idx << SHIFT)) as *const Slot) }
+}
+
+/// A slot for a new handle: the oldest freed one once the quarantine is full, else a fresh
+/// one, else (range exhausted) the oldest freed one.
+fn take(a: &mut Alloc) -> Option<usize> {
+    if a.free.len() > QUARANTINE {
+        return a.free.pop_front();
+    }
+    reserve(a);
+    let base = RANGE.base.load(Ordering::Relaxed);
+    let used = RANGE.used.load(Ordering::Relaxed);
+    if base == 0 || used == CAPACITY {
+        return a.free.pop_front();
+    }
+    if used == a.committed {
+        let addr = base + (used << SHIFT);
+        // SAFETY: the range lies inside our reservation (used + GROW <= CAPACITY, since
+        // CAPACITY is a multiple of GROW) and holds no Rust objects yet.
+        let rc = unsafe {
+            libc::mprotect(
+                addr as *mut libc::c_void,
+                GROW << SHIFT,
+                libc::PROT_READ | libc::PROT_WRITE,
             )
         };
-        let base = if p == libc::MAP_FAILED {
-            tracing::error!(
-                len,
-                "cannot reserve the handle table; no handle can be created"
-            );
-            0
-        } else {
-            p as usize
+        if rc != 0 {
+            tracing::error!(slots = used, "cannot commit more handle slots");
+            return a.free.pop_front();
+        }
+        a.committed += GROW;
+    }
+    let p = (base + (used << SHIFT)) as *mut Slot;
+    // SAFETY: committed, writable, not yet initialized and not yet visible to `at`.
+    unsafe {
+        p.write(Slot {
+            header: HandleHeader {
+                provider: AtomicPtr::new(std::ptr::null_mut()),
+                magic: AtomicU32::new(POISON),
+                kind: AtomicU32::new(0),
+            },
+            gate: Gate::new(),
+            node: UnsafeCell::new(None),
+        });
+    }
+    RANGE.used.store(used + 1, Ordering::Release);
+    Some(used)
+}
+
+impl Slot {
+    /// Comes in through the gate; the node if the slot holds one of `kind`.
+    #[inline(always)]
+    fn enter(&self, kind: Option<Kind>) -> (Inside<'_>, Option<&Arc<Node>>) {
+        let inside = self.gate.enter();
+        let ok = match kind {
+            Some(k) => inside.tag() == k.tag().get(),
+            None => inside.tag() != 0,
         };
-        Slots {
-            base,
-            used: AtomicUsize::new(0),
-            alloc: Mutex::new(Alloc {
-                free: VecDeque::new(),
-                committed: 0,
-                live: 0,
-            }),
+        if !ok {
+            return (inside, None);
         }
-    })
-}
-
-impl Slots {
-    fn alloc(&self) -> MutexGuard<'_, Alloc> {
-        self.alloc.lock().unwrap_or_else(|p| p.into_inner())
+        // SAFETY: the gate let us in with a node's tag: the node was written before the gate
+        // opened and is not taken out before we leave (`inside` lives as long as the
+        // reference); see `crate::gate`.
+        let node = unsafe { &*self.node.get() };
+        (inside, node.as_ref())
     }
-
-    /// The slot at `addr`, if it is the address of a slot handed out so far.
-    fn at(&self, addr: usize) -> Option<&Slot> {
-        let off = addr.wrapping_sub(self.base);
-        let idx = off >> SHIFT;
-        if self.base == 0
-            || off & ((1 << SHIFT) - 1) != 0
-            || idx >= self.used.load(Ordering::Acquire)
-        {
-            return None;
-        }
-        // SAFETY: `idx` is below `used`, so the slot is committed and was initialized (the
-        // Release store of `used` follows its initialization); slots are never unmapped.
-        Some(unsafe { &*(addr as *const Slot) })
-    }
-
-    /// The slot `idx` (below `used`).
-    fn slot(&self, idx: usize) -> &Slot {
-        debug_assert!(idx < self.used.load(Ordering::Acquire));
-        // SAFETY: as in `at`: initialized and never unmapped.
-        unsafe { &*((self.base + (idx << SHIFT)) as *const Slot) }
-    }
-
-    /// A slot for a new handle: the oldest freed one once the quarantine is full, else a
-    /// fresh one, else (range exhausted) the oldest freed one.
-    fn take(&self, a: &mut Alloc) -> Option<usize> {
-        if a.free.len() > QUARANTINE {
-            return a.free.pop_front();
-        }
-        let used = self.used.load(Ordering::Relaxed);
-        if self.base == 0 || used == CAPACITY {
-            return a.free.pop_front();
-        }
-        if used == a.committed {
-            let addr = self.base + (used << SHIFT);
-            // SAFETY: the range lies inside our reservation (used + GROW <= CAPACITY, since
-            // CAPACITY is a multiple of GROW) and holds no Rust objects yet.
-            let rc = unsafe {
-                libc::mprotect(
-                    addr as *mut libc::c_void,
-                    GROW << SHIFT,
-                    libc::PROT_READ | libc::PROT_WRITE,
-                )
-            };
-            if rc != 0 {
-                tracing::error!(slots = used, "cannot commit more handle slots");
-                return a.free.pop_front();
-            }
-            a.committed += GROW;
-        }
-        let p = (self.base + (used << SHIFT)) as *mut Slot;
-        // SAFETY: committed, writable, not yet initialized and not yet visible to `at`.
-        unsafe {
-            p.write(Slot {
-                header: HandleHeader {
-                    provider: AtomicPtr::new(std::ptr::null_mut()),
-                    magic: AtomicU32::new(POISON),
-                    kind: AtomicU32::new(0),
-                },
-                node: RwLock::new(None),
-            });
-        }
-        self.used.store(used + 1, Ordering::Release);
-        Some(used)
-    }
-}
-
-fn read(s: &Slot) -> std::sync::RwLockReadGuard<'_, Option<Arc<Node>>> {
-    s.node.read().unwrap_or_else(|p| p.into_inner())
-}
-
-fn write(s: &Slot) -> std::sync::RwLockWriteGuard<'_, Option<Arc<Node>>> {
-    s.node.write().unwrap_or_else(|p| p.into_inner())
 }
 
 /// Creates a handle for `obj` of `kind` in `ia`, served by `provider`.
@@ -301,18 +358,15 @@ pub fn insert(
     ia: Arc<IaState>,
     provider: *const DatProvider,
 ) -> Result<Arc<Node>, DatError> {
-    let t = slots();
     let idx = {
-        let mut a = t.alloc();
-        let idx = t
-            .take(&mut a)
+        let mut a = alloc();
+        let idx = take(&mut a)
             .ok_or_else(|| DatError::new(ErrorType::InsufficientResources, Subtype::NoSubtype))?;
         a.live += 1;
         idx
     };
-    // The slot is ours now (out of the free list); its lock is taken without the
-    // allocator's (the lock order of the module).
-    let s = t.slot(idx);
+    // The slot is ours now (out of the free list), its gate closed.
+    let s = slot(idx);
     let addr = s as *const Slot as usize;
     let node = Arc::new(Node {
         kind,
@@ -327,7 +381,10 @@ pub fn insert(
         .store(provider.cast_mut(), Ordering::Relaxed);
     s.header.kind.store(kind as u32, Ordering::Relaxed);
     s.header.magic.store(kind.magic(), Ordering::Release);
-    *write(s) = Some(node.clone());
+    // SAFETY: the gate is closed and the last close waited for its callers before the slot
+    // went to the free list (whose lock we took since): nobody reads the node now.
+    unsafe { *s.node.get() = Some(node.clone()) };
+    s.gate.open(kind.tag());
     Ok(node)
 }
 
@@ -338,28 +395,50 @@ pub fn insert(
 /// freed or wrong-kind handles.
 #[inline]
 pub fn get(h: DatHandle, kind: Kind, bad: DatError) -> Result<Arc<Node>, DatError> {
-    match slots().at(h as usize).map(read).as_deref() {
-        Some(Some(n)) if n.kind == kind => Ok(n.clone()),
+    let Some(s) = at(h as usize) else {
+        return Err(bad);
+    };
+    match s.enter(Some(kind)) {
+        (_in, Some(n)) => Ok(n.clone()),
         _ => Err(bad),
     }
 }
 
-/// Runs `f` on the live node of kind `kind` behind `h` while holding the slot's read lock
-/// (no reference count taken: the DTO and dequeue calls use this). `f` must not free `h`
-/// (the free would wait for this very lock).
-///
-/// # Errors
-/// `bad` as [`get`], or what `f` returns.
-#[inline]
-pub fn with<R>(
-    h: DatHandle,
-    kind: Kind,
-    bad: DatError,
-    f: impl FnOnce(&Node) -> Result<R, DatError>,
-) -> Result<R, DatError> {
-    match slots().at(h as usize).map(read).as_deref() {
-        Some(Some(n)) if n.kind == kind => f(n),
-        _ => Err(bad),
+/// A live node used in place, inside its slot's gate: the node cannot be freed until this
+/// is dropped (a free waits for it). No reference count is taken: the DTO and dequeue calls
+/// use this.
+pub struct Held<'a> {
+    _inside: Inside<'a>,
+    node: &'a Node,
+}
+
+impl std::ops::Deref for Held<'_> {
+    type Target = Node;
+
+    #[inline(always)]
+    fn deref(&self) -> &Node {
+        self.node
+    }
+}
+
+/// The live node of kind `kind` behind `h`, used in place ([`Held`]); `None` for anything
+/// else (NULL, misaligned, unknown, freed or wrong-kind handles). The holder must not free
+/// `h` (the free would wait for it to let go).
+#[inline(always)]
+pub fn hold(h: DatHandle, kind: Kind) -> Option<Held<'static>> {
+    // Not `at`: the compiler then tested for NULL too (an `Option<&Slot>` of `addr` is None
+    // when `addr` is 0).
+    if !is_slot(h as usize) {
+        return None;
+    }
+    // SAFETY: `is_slot` accepted it.
+    let s = unsafe { slot_at(h as usize) };
+    match s.enter(Some(kind)) {
+        (inside, Some(n)) => Some(Held {
+            _inside: inside,
+            node: n,
+        }),
+        _ => None,
     }
 }
 
@@ -368,8 +447,11 @@ pub fn with<R>(
 /// # Errors
 /// `bad` as [`get`].
 pub fn get_any(h: DatHandle, bad: DatError) -> Result<Arc<Node>, DatError> {
-    match slots().at(h as usize).map(read).as_deref() {
-        Some(Some(n)) => Ok(n.clone()),
+    let Some(s) = at(h as usize) else {
+        return Err(bad);
+    };
+    match s.enter(None) {
+        (_in, Some(n)) => Ok(n.clone()),
         _ => Err(bad),
     }
 }
@@ -377,15 +459,20 @@ pub fn get_any(h: DatHandle, bad: DatError) -> Result<Arc<Node>, DatError> {
 /// Frees the handle at `addr`: poisons it and moves its slot to the quarantine. Unknown or
 /// already freed addresses are ignored.
 pub fn remove(addr: usize) {
-    let t = slots();
-    let Some(s) = t.at(addr) else { return };
-    // The slot's lock first, then the allocator's (the lock order of the module): a dequeue
-    // holds its EVD's read lock while it may create a handle, so a free waiting for that
-    // slot must hold nothing else.
-    let Some(node) = write(s).take() else { return };
+    let Some(s) = at(addr) else { return };
+    // The gate first, with no lock held (the order of the module): a dequeue inside its
+    // EVD's slot may create a handle, so a free waiting for that slot must hold nothing.
+    if s.gate.close().is_none() {
+        return;
+    }
+    // SAFETY: the gate is closed and every caller it let in has left: nobody reads the node.
+    let Some(node) = (unsafe { (*s.node.get()).take() }) else {
+        return;
+    };
     s.header.magic.store(POISON, Ordering::Release);
-    let mut a = t.alloc();
-    a.free.push_back((addr - t.base) >> SHIFT);
+    let mut a = alloc();
+    a.free
+        .push_back((addr - RANGE.base.load(Ordering::Relaxed)) >> SHIFT);
     a.live -= 1;
     drop(a);
     // The node (and the Rust object) is dropped outside the locks.
@@ -394,10 +481,15 @@ pub fn remove(addr: usize) {
 
 /// Every live node for which `keep` holds.
 fn live_where(mut keep: impl FnMut(&Node) -> bool) -> Vec<Arc<Node>> {
-    let t = slots();
-    let used = t.used.load(Ordering::Acquire);
+    let used = RANGE.used.load(Ordering::Acquire);
     (0..used)
-        .filter_map(|i| read(t.slot(i)).as_ref().filter(|n| keep(n)).cloned())
+        .filter_map(|i| {
+            let s = slot(i);
+            match s.enter(None) {
+                (_in, Some(n)) if keep(n) => Some(n.clone()),
+                _ => None,
+            }
+        })
         .collect()
 }
 
@@ -408,23 +500,23 @@ pub fn remove_ia(ia: &Arc<IaState>) {
     }
 }
 
-/// The slot number of the handle at `addr` (a handle handed out so far), for a compact
-/// reference to it ([`at_index`] turns it back).
-pub fn index_of(addr: usize) -> Option<u32> {
-    let t = slots();
-    t.at(addr)?;
-    u32::try_from((addr - t.base) >> SHIFT).ok()
+/// A compact, non-zero reference to the handle at `addr` (a handle handed out so far): its
+/// offset in the table plus one slot. [`from_token`] turns it back with one addition.
+pub fn token_of(addr: usize) -> Option<NonZeroU32> {
+    at(addr)?;
+    let off = (addr - RANGE.base.load(Ordering::Relaxed)) + (1 << SHIFT);
+    NonZeroU32::new(u32::try_from(off).ok()?)
 }
 
-/// The handle address of slot number `idx` (from [`index_of`]).
-#[inline]
-pub fn at_index(idx: u32) -> usize {
-    slots().base + ((idx as usize) << SHIFT)
+/// The handle address of a token from [`token_of`].
+#[inline(always)]
+pub fn from_token(token: u32) -> usize {
+    (RANGE.base.load(Ordering::Relaxed) + token as usize).wrapping_sub(1 << SHIFT)
 }
 
 /// Number of live handles (for tests and leak diagnostics).
 pub fn live_count() -> usize {
-    slots().alloc().live
+    alloc().live
 }
 
 impl Node {

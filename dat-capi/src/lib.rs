@@ -23,6 +23,7 @@
 pub mod abi;
 mod calls;
 mod ffi;
+mod gate;
 pub mod handle;
 mod registry;
 mod state;

@@ -150,7 +150,7 @@ pub struct IaState {
     /// Endpoint handles by `EpId`, read without a lock: every DTO completion event names its
     /// endpoint ([`IaState::ep_handle`]), and the lookup in `ids` (a mutex and a hash probe,
     /// about 70 instructions) was half of `dat_evd_dequeue`'s event conversion. Entry
-    /// `id % EP_CACHE` holds `(slot number + 1) << 32 | id` (see [`handle::index_of`]), or 0;
+    /// `id % EP_CACHE` holds `token << 32 | id` (see [`handle::token_of`]; never 0), or 0;
     /// it is written only under `ids`' lock, from `ids`, and cleared there when the entry
     /// leaves or changes, so it never names a handle `ids` no longer has.
     ep_cache: [AtomicU64; EP_CACHE],
@@ -262,11 +262,21 @@ impl IaState {
     /// hit (every DTO event) is inlined into the caller; the rest is not.
     #[inline]
     pub fn ep_handle(self: &Arc<Self>, id: dat::types::EpId) -> DatHandle {
+        match self.cached_ep_handle(id) {
+            Some(h) => h,
+            None => self.ep_handle_slow(id),
+        }
+    }
+
+    /// The handle of endpoint `id` if the cache has it (the hit of [`IaState::ep_handle`],
+    /// for the dequeue's inlined DTO event).
+    #[inline(always)]
+    pub fn cached_ep_handle(&self, id: dat::types::EpId) -> Option<DatHandle> {
         let e = self.ep_cache[ep_slot(id.0)].load(Ordering::Acquire);
         if e != 0 && e as u32 == id.0 {
-            return handle::at_index((e >> 32) as u32 - 1) as DatHandle;
+            return Some(handle::from_token((e >> 32) as u32) as DatHandle);
         }
-        self.ep_handle_slow(id)
+        None
     }
 
     /// [`IaState::ep_handle`] past the cache: the `ids` map (which refills the cache), else a
@@ -277,8 +287,11 @@ impl IaState {
         let h = {
             let ids = self.ids();
             let h = ids.get(&(Kind::Ep, id.0)).copied();
-            if let Some(n) = h.and_then(handle::index_of).and_then(|n| n.checked_add(1)) {
-                slot.store(u64::from(n) << 32 | u64::from(id.0), Ordering::Release);
+            if let Some(t) = h.and_then(handle::token_of) {
+                slot.store(
+                    u64::from(t.get()) << 32 | u64::from(id.0),
+                    Ordering::Release,
+                );
             }
             h.map_or(std::ptr::null_mut(), |a| a as DatHandle)
         };

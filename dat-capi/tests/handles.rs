@@ -430,3 +430,97 @@ fn a_handle_freed_under_a_concurrent_user() {
         assert_eq!((t.ia_close_func)(ia, 0), 0);
     }
 }
+
+/// Two threads call `call` on `h` in a loop while the test frees it with `free`: every call
+/// answers as a live handle would (anything but `bad_rc`) or `bad_rc`, and only `bad_rc` once
+/// the free returned; both threads had live answers first.
+fn race_a_free(
+    h: DatHandle,
+    call: &(dyn Fn(DatHandle) -> u32 + Sync),
+    bad_rc: u32,
+    free: &dyn Fn(DatHandle) -> u32,
+) {
+    use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+    let freed = AtomicBool::new(false);
+    let answered = AtomicU32::new(0);
+    let h = h as usize;
+    std::thread::scope(|s| {
+        let users: Vec<_> = (0..2)
+            .map(|_| {
+                s.spawn(|| {
+                    let (mut ok, mut bad_after) = (0u32, 0u32);
+                    loop {
+                        let done = freed.load(Ordering::Acquire);
+                        let rc = call(h as DatHandle);
+                        if rc == bad_rc {
+                            if done {
+                                bad_after += 1;
+                                if bad_after > 100 {
+                                    return ok;
+                                }
+                            }
+                        } else {
+                            assert!(!done, "a freed handle answered {rc:#x}");
+                            if ok == 0 {
+                                answered.fetch_add(1, Ordering::Release);
+                            }
+                            ok += 1;
+                        }
+                    }
+                })
+            })
+            .collect();
+        let until = std::time::Instant::now() + std::time::Duration::from_secs(30);
+        while answered.load(Ordering::Acquire) < 2 && std::time::Instant::now() < until {
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
+        std::thread::sleep(std::time::Duration::from_millis(5));
+        let rc = free(h as DatHandle);
+        freed.store(true, Ordering::Release);
+        assert_eq!(rc, 0);
+        for u in users {
+            assert!(u.join().unwrap() > 0);
+        }
+    });
+}
+
+/// The DTO posts and `dat_evd_dequeue` use their handle in place, without a reference count
+/// (`handle::hold`): a free racing them waits for the calls inside, and later calls are
+/// rejected.
+#[test]
+fn in_place_lookups_racing_a_free() {
+    let t = table();
+    let (ia, _) = open(t);
+    let (mut pz, mut evd, mut ep) = (null_mut(), null_mut(), null_mut());
+    // SAFETY: valid handles and OUT pointers.
+    unsafe {
+        assert_eq!((t.pz_create_func)(ia, &mut pz), 0);
+        assert_eq!((t.evd_create_func)(ia, 8, null_mut(), 0x20, &mut evd), 0);
+        assert_eq!(
+            (t.ep_create_func)(ia, pz, null_mut(), null_mut(), null_mut(), null(), &mut ep),
+            0
+        );
+    }
+    let dequeue = |h: DatHandle| {
+        // SAFETY: DatEvent is plain data; a valid OUT pointer; `h` may be freed (the point).
+        unsafe {
+            let mut ev: DatEvent = std::mem::zeroed();
+            (t.evd_dequeue_func)(h, &mut ev)
+        }
+    };
+    // SAFETY: a live handle.
+    race_a_free(evd, &dequeue, bad(EVD_REQUEST), &|h| unsafe {
+        (t.evd_free_func)(h)
+    });
+    let post = |h: DatHandle| {
+        // SAFETY: no segments; `h` may be freed (the point).
+        unsafe { (t.ep_post_send_func)(h, 0, null_mut(), DatContext { as_64: 0 }, 0) }
+    };
+    // SAFETY: a live handle.
+    race_a_free(ep, &post, bad(EP), &|h| unsafe { (t.ep_free_func)(h) });
+    // SAFETY: live handles.
+    unsafe {
+        assert_eq!((t.pz_free_func)(pz), 0);
+        assert_eq!((t.ia_close_func)(ia, 0), 0);
+    }
+}

@@ -3,10 +3,11 @@
 use std::sync::Arc;
 
 use dat::types::{CompletionFlags, EpAttr, Qos, ServiceType};
-use dat::{AsyncHandle, DatError, DatResult, Event, EventData};
+use dat::{AsyncHandle, DatError, DatResult, DtoCompletion, Event, EventData};
 
 use crate::abi::{
-    DAT_FALSE, DatContext, DatEpAttr, DatEvent, DatHandle, DatIaAttr, DatProviderAttr,
+    DAT_FALSE, DatContext, DatDtoCompletionEventData, DatEpAttr, DatEvent, DatHandle, DatIaAttr,
+    DatProviderAttr,
 };
 use crate::ffi::{arg, boolean, fill_name};
 use crate::handle::{self, Kind};
@@ -216,6 +217,69 @@ pub fn hold_private_data(h: DatHandle, data: &[u8]) -> (i32, *mut std::ffi::c_vo
     (count(u32::try_from(data.len()).unwrap_or(u32::MAX)), ptr)
 }
 
+/// A `DatEvent` holding a DTO completion, every byte spelled out: the C struct's layout with
+/// the event number's padding, the rest of the `event_data` union and the extension data as
+/// zeroes (what zeroing the struct and then writing the DTO fields gives, in one pass of
+/// stores instead of 15 zeroing stores and 8 overwriting ones). The assertions below tie it
+/// to `DatEvent`, whose layout `tests/layout.rs` checks against the headers.
+#[repr(C)]
+struct DtoEventImage {
+    number: u32,
+    pad: u32,
+    evd: DatHandle,
+    dto: DatDtoCompletionEventData,
+    rest: [u64; 9],
+}
+
+const _: () = {
+    use std::mem::{align_of, offset_of, size_of};
+    assert!(size_of::<DtoEventImage>() == size_of::<DatEvent>());
+    assert!(align_of::<DtoEventImage>() == align_of::<DatEvent>());
+    assert!(offset_of!(DatEvent, event_number) == 0 && size_of::<u32>() == 4);
+    assert!(offset_of!(DtoEventImage, evd) == offset_of!(DatEvent, evd_handle));
+    assert!(offset_of!(DtoEventImage, dto) == offset_of!(DatEvent, event_data));
+    assert!(
+        offset_of!(DtoEventImage, rest)
+            == offset_of!(DatEvent, event_data) + size_of::<DatDtoCompletionEventData>()
+    );
+    assert!(
+        offset_of!(DatEvent, event_extension_data) + size_of::<[u64; 8]>() == size_of::<DatEvent>()
+    );
+};
+
+/// Writes the C form of a DTO completion `d` (event number `number`), dequeued from the EVD
+/// `evd` and naming the endpoint handle `ep`, through `out`. Inlined: the dequeue's common
+/// case, with the endpoint's handle from the cache.
+///
+/// # Safety
+/// `out` must be valid for a write of a `DatEvent`.
+#[inline(always)]
+pub unsafe fn dto_event_to_c(
+    out: *mut DatEvent,
+    number: u32,
+    evd: DatHandle,
+    ep: DatHandle,
+    d: &DtoCompletion,
+) {
+    let image = DtoEventImage {
+        number,
+        pad: 0,
+        evd,
+        dto: DatDtoCompletionEventData {
+            ep_handle: ep,
+            user_cookie: DatContext::from_u64(d.cookie.0),
+            status: d.status as u32,
+            transfered_length: d.transferred_length,
+            operation: d.operation as u32,
+            rmr_context: d.rmr_context,
+        },
+        rest: [0; 9],
+    };
+    // SAFETY: `out` is valid for writes of a `DatEvent` (the caller's contract), whose size
+    // and alignment the image has (asserted above).
+    unsafe { out.cast::<DtoEventImage>().write(image) };
+}
+
 /// Writes the C form of `ev`, dequeued from the EVD `evd` of `ia`, through `out`: in place,
 /// not built on the stack and copied (a `DatEvent` is 120 bytes with its extension data,
 /// zeroed then copied once more per event before).
@@ -223,6 +287,12 @@ pub fn hold_private_data(h: DatHandle, data: &[u8]) -> (i32, *mut std::ffi::c_vo
 /// # Safety
 /// `out` must be valid for a write of a `DatEvent`.
 pub unsafe fn event_to_c(out: *mut DatEvent, ev: &Event, evd: DatHandle, ia: &Arc<IaState>) {
+    if let EventData::Dto(d) = &ev.data {
+        let ep = ia.ep_handle(d.ep);
+        // SAFETY: the caller's contract.
+        unsafe { dto_event_to_c(out, ev.number as u32, evd, ep, d) };
+        return;
+    }
     // SAFETY: `out` is valid for writes (the caller's contract); DatEvent is plain data
     // (integers, raw pointers, unions of those), so all-zero bytes are a valid value, which
     // makes the reference below sound.
@@ -233,17 +303,7 @@ pub unsafe fn event_to_c(out: *mut DatEvent, ev: &Event, evd: DatHandle, ia: &Ar
     c.event_number = ev.number as u32;
     c.evd_handle = evd;
     match &ev.data {
-        EventData::Dto(d) => {
-            let ep = ia.ep_handle(d.ep);
-            c.event_data.dto_completion_event_data = crate::abi::DatDtoCompletionEventData {
-                ep_handle: ep,
-                user_cookie: DatContext::from_u64(d.cookie.0),
-                status: d.status as u32,
-                transfered_length: d.transferred_length,
-                operation: d.operation as u32,
-                rmr_context: d.rmr_context,
-            };
-        }
+        EventData::Dto(_) => {} // written above
         EventData::RmrBind {
             rmr,
             cookie,
@@ -292,5 +352,53 @@ pub unsafe fn event_to_c(out: *mut DatEvent, ev: &Event, evd: DatHandle, ia: &Ar
                 pointer: *pointer as usize as *mut std::ffi::c_void,
             };
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use dat::types::{Cookie, DtoOp, DtoStatus, EpId};
+
+    fn bytes(e: &DatEvent) -> [u8; std::mem::size_of::<DatEvent>()] {
+        // SAFETY: every byte of `e` was written (each test fills the whole struct first).
+        unsafe { std::mem::transmute_copy(e) }
+    }
+
+    #[test]
+    fn dto_image_is_the_zeroed_struct_with_the_fields() {
+        let d = DtoCompletion {
+            ep: EpId(5),
+            cookie: Cookie(0x1122_3344_5566_7788),
+            status: DtoStatus::LocalLength,
+            transferred_length: 0x0A0B_0C0D,
+            operation: DtoOp::RdmaRead,
+            rmr_context: 0xFEDC_BA98,
+        };
+        let (evd, ep) = (0x1000 as DatHandle, 0x2040 as DatHandle);
+        // The way event_to_c wrote every event before: zeroed, then the fields.
+        // SAFETY: DatEvent is plain data; all-zero is valid.
+        let mut want: DatEvent = unsafe { std::mem::zeroed() };
+        want.event_number = 0x00001;
+        want.evd_handle = evd;
+        want.event_data.dto_completion_event_data = DatDtoCompletionEventData {
+            ep_handle: ep,
+            user_cookie: DatContext::from_u64(d.cookie.0),
+            status: d.status as u32,
+            transfered_length: d.transferred_length,
+            operation: d.operation as u32,
+            rmr_context: d.rmr_context,
+        };
+        let mut got = std::mem::MaybeUninit::<DatEvent>::uninit();
+        // SAFETY: the buffer is a DatEvent's; filled with a pattern so that an unwritten
+        // byte shows.
+        let got = unsafe {
+            got.as_mut_ptr()
+                .cast::<u8>()
+                .write_bytes(0xA5, std::mem::size_of::<DatEvent>());
+            dto_event_to_c(got.as_mut_ptr(), 0x00001, evd, ep, &d);
+            got.assume_init()
+        };
+        assert_eq!(bytes(&got), bytes(&want));
     }
 }

@@ -1,13 +1,13 @@
 //! EVD and CNO slots: 7-11, 16-25, 56-57.
 
 use dat::types::{EvdFlags, Timeout};
-use dat::{DatError, Subtype};
+use dat::{DatError, EventData, Subtype};
 
 use crate::abi::{
     DatCnoParam, DatCnoProxy, DatCount, DatEvdParam, DatEvent, DatHandle, DatOsWaitProxyAgent,
     DatReturn,
 };
-use crate::calls::convert::event_to_c;
+use crate::calls::convert::{dto_event_to_c, event_to_c};
 use crate::calls::{cno_of, evd_of, ia_of};
 use crate::ffi::{arg, guard, put, put_req};
 use crate::handle::{self, Kind, Obj};
@@ -146,22 +146,36 @@ pub(crate) unsafe extern "C" fn evd_post_se(evd: DatHandle, event: *const DatEve
 
 pub(crate) unsafe extern "C" fn evd_dequeue(evd: DatHandle, event: *mut DatEvent) -> DatReturn {
     guard("evd_dequeue", || {
-        // Borrowed under the slot's read lock: a polling consumer calls this in a loop.
+        // Used in place inside the slot's gate: a polling consumer calls this in a loop.
         let bad = DatError::invalid_handle(Subtype::InvalidHandleEvdRequest);
-        handle::with(evd, Kind::Evd, bad, |n| {
-            let Obj::Evd(e) = &n.obj else {
-                return Err(bad);
-            };
-            if event.is_null() {
-                return Err(arg(2));
-            }
-            // An empty queue returns DatError::QUEUE_EMPTY, the bare 0x000D0000 `dtest -p`
-            // compares against.
-            let ev = e.dequeue()?;
+        let Some(n) = handle::hold(evd, Kind::Evd) else {
+            return Err(bad);
+        };
+        let Obj::Evd(e) = &n.obj else {
+            return Err(bad);
+        };
+        if event.is_null() {
+            return Err(arg(2));
+        }
+        // An empty queue returns DatError::QUEUE_EMPTY, the bare 0x000D0000 `dtest -p`
+        // compares against.
+        // Looked at in place (a move out of the result copied the event to the stack).
+        let r = e.dequeue();
+        let ev = match &r {
+            Ok(ev) => ev,
+            Err(err) => return Err(*err),
+        };
+        // `evd` is the node's handle (`hold` takes only a slot's exact address).
+        if let EventData::Dto(d) = &ev.data
+            && let Some(ep) = n.ia.cached_ep_handle(d.ep)
+        {
             // SAFETY: checked non-NULL consumer OUT pointer.
-            unsafe { event_to_c(event, &ev, n.handle(), &n.ia) };
-            Ok(())
-        })
+            unsafe { dto_event_to_c(event, ev.number as u32, evd, ep, d) };
+            return Ok(());
+        }
+        // SAFETY: checked non-NULL consumer OUT pointer.
+        unsafe { event_to_c(event, ev, evd, &n.ia) };
+        Ok(())
     })
 }
 
