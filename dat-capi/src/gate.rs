@@ -54,17 +54,16 @@
 
 use std::num::NonZeroU32;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::Duration;
+
+use dat_core::flag_lock::Backoff;
 
 /// The count's half of the word.
 const COUNT: u64 = u32::MAX as u64;
 
 /// Spins before the owner's wait starts yielding.
 const SPINS: u32 = 64;
-/// Yields before it starts sleeping.
+/// Yields before it starts sleeping ([`dat_core::flag_lock::NAP`] before each later look).
 const YIELDS: u32 = 1024;
-/// The sleep of each later look.
-const NAP: Duration = Duration::from_micros(50);
 
 /// A slot's gate (see the module docs).
 pub struct Gate(AtomicU64);
@@ -109,17 +108,10 @@ impl Gate {
     pub fn close(&self) -> Option<NonZeroU32> {
         let prev = self.0.fetch_and(COUNT, Ordering::Acquire);
         let tag = NonZeroU32::new((prev >> 32) as u32)?;
-        let mut looks = 0u32;
+        let mut backoff = Backoff::new(SPINS, YIELDS);
         let mut count = prev & COUNT;
         while count != 0 {
-            looks = looks.saturating_add(1);
-            if looks <= SPINS {
-                std::hint::spin_loop();
-            } else if looks <= SPINS + YIELDS {
-                std::thread::yield_now();
-            } else {
-                std::thread::sleep(NAP);
-            }
+            backoff.wait();
             count = self.0.load(Ordering::Acquire) & COUNT;
         }
         Some(tag)
@@ -152,6 +144,7 @@ mod tests {
     use super::*;
     use std::sync::atomic::AtomicBool;
     use std::sync::mpsc;
+    use std::time::Duration;
 
     fn tag(v: u32) -> NonZeroU32 {
         NonZeroU32::new(v).unwrap()

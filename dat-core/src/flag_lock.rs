@@ -84,7 +84,7 @@ impl<T> FlagLock<T> {
 
     #[cold]
     fn lock_slow(&self) -> FlagGuard<'_, T> {
-        let mut tries = 0u32;
+        let mut backoff = Backoff::new(SPINS, YIELDS);
         loop {
             // Wait for a release with loads only, then try once.
             if !self.held.load(Ordering::Relaxed)
@@ -92,14 +92,41 @@ impl<T> FlagLock<T> {
             {
                 return g;
             }
-            tries = tries.saturating_add(1);
-            if tries < SPINS {
-                std::hint::spin_loop();
-            } else if tries < SPINS + YIELDS {
-                std::thread::yield_now();
-            } else {
-                std::thread::sleep(NAP);
-            }
+            backoff.wait();
+        }
+    }
+}
+
+/// The wait between two looks of a thread waiting for another's release, with nobody to
+/// wake it: it spins `spins` looks, then yields for `yields` more (the holder may share this
+/// thread's CPU), then sleeps [`NAP`] before each later look. [`FlagLock`]'s waiters and the
+/// C ABI's handle free (which waits for the calls inside a handle) wait this way.
+#[derive(Debug)]
+pub struct Backoff {
+    looks: u32,
+    spins: u32,
+    yields: u32,
+}
+
+impl Backoff {
+    /// A wait that has not looked yet.
+    pub const fn new(spins: u32, yields: u32) -> Backoff {
+        Backoff {
+            looks: 0,
+            spins,
+            yields,
+        }
+    }
+
+    /// Waits before the next look: a spin, a yield or a nap, by how many looks came before.
+    pub fn wait(&mut self) {
+        self.looks = self.looks.saturating_add(1);
+        if self.looks <= self.spins {
+            std::hint::spin_loop();
+        } else if self.looks <= self.spins.saturating_add(self.yields) {
+            std::thread::yield_now();
+        } else {
+            std::thread::sleep(NAP);
         }
     }
 }
