@@ -57,11 +57,9 @@ pub(crate) fn thread_number() -> u64 {
 /// compiler kept on the dequeue's path, on the niche of the value a closure returned).
 #[inline(always)]
 fn slots() -> &'static Slots {
-    let p: *const Slots = SLOTS.with(std::ptr::from_ref);
-    // SAFETY: `SLOTS` is initialised by a constant and has no destructor, so its storage
-    // stays valid for as long as the thread runs; `Slots` is made of `Cell`s (not `Sync`), so
-    // the reference cannot be sent to or shared with another thread.
-    unsafe { &*p }
+    // SAFETY: `SLOTS` is initialised by a constant and has no destructor; `Slots` is made of
+    // `Cell`s (not `Sync`).
+    unsafe { crate::sync::thread_ref(&SLOTS) }
 }
 
 #[cold]

@@ -349,11 +349,9 @@ fn give_way() {
 /// for it).
 #[inline(always)]
 fn fast() -> &'static Cell<Fast> {
-    let p: *const Cell<Fast> = FAST.with(std::ptr::from_ref);
-    // SAFETY: `FAST` is initialised by a constant and has no destructor, so its storage stays
-    // valid for as long as the thread runs; a `Cell` is not `Sync`, so the reference cannot
-    // be sent to or shared with another thread.
-    unsafe { &*p }
+    // SAFETY: `FAST` is initialised by a constant and has no destructor; a `Cell` is not
+    // `Sync`.
+    unsafe { crate::sync::thread_ref(&FAST) }
 }
 
 /// The look of an empty poll at the clock (out of line: one poll in 32 at most).
