@@ -262,12 +262,6 @@ pub struct Shared {
     /// `close_all` clear the entries of the CQs they release.
     cq_cache: [CqEntry; CQ_CACHE],
     next_cr: AtomicU32,
-    next_tag: AtomicU64,
-}
-
-/// A CQ tag: unique per CQ (not the EVD id, which the null CQ lacks).
-fn tag_of(n: u64) -> usize {
-    usize::try_from(n).unwrap_or(usize::MAX)
 }
 
 impl Shared {
@@ -321,7 +315,6 @@ impl Shared {
             evd_polls: AtomicU32::new(0),
             cq_cache: std::array::from_fn(|_| FlagLock::new(None)),
             next_cr: AtomicU32::new(1),
-            next_tag: AtomicU64::new(1),
         })
     }
 
@@ -345,8 +338,7 @@ impl Shared {
             .saturating_mul(2)
             .max(256)
             .min(self.limits.max_cqe.max(1));
-        let tag = tag_of(self.next_tag.fetch_add(1, Ordering::Relaxed));
-        let slot = Arc::new(CqSlot::new(Cq::new(&self.ctx, &self.comp, cqe, tag)?));
+        let slot = Arc::new(CqSlot::new(Cq::new(&self.ctx, &self.comp, cqe)?));
         if let Some(evd) = evd {
             write(&self.cqs).insert(evd, slot.clone());
         }
@@ -396,8 +388,7 @@ impl Shared {
         if let Some(c) = n.as_ref() {
             return Ok(c.clone());
         }
-        let tag = tag_of(self.next_tag.fetch_add(1, Ordering::Relaxed));
-        let slot = Arc::new(CqSlot::new(Cq::new(&self.ctx, &self.comp, 256, tag)?));
+        let slot = Arc::new(CqSlot::new(Cq::new(&self.ctx, &self.comp, 256)?));
         *n = Some(slot.clone());
         drop(n);
         self.refresh_snapshot();

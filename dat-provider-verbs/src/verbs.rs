@@ -9,6 +9,7 @@ use std::io;
 use std::mem::MaybeUninit;
 use std::ptr::NonNull;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use dat_core::mem::Buffer;
 use dat_core::provider::PostOp;
@@ -53,21 +54,29 @@ impl CompChannel {
         unsafe { (*self.ch.as_ptr()).fd }
     }
 
-    /// Takes one CQ event and acknowledges it at once. Returns the `cq_context` of the CQ it
-    /// belongs to, `None` when there is none (EAGAIN).
-    pub fn take_event(&self) -> Option<usize> {
+    /// Takes one CQ event and acknowledges it at once; true if there was one (false on
+    /// EAGAIN). The event's CQ is marked as unarmed (see [`Cq::arm`]), so the next arm of it
+    /// requests a new event.
+    pub fn take_event(&self) -> bool {
         let mut cq: *mut sys::ibv_cq = std::ptr::null_mut();
         let mut cq_ctx: *mut libc::c_void = std::ptr::null_mut();
         // SAFETY: the channel is live and non-blocking; `cq` and `cq_ctx` are out-pointers.
         let rc = unsafe { sys::ibv_get_cq_event(self.ch.as_ptr(), &mut cq, &mut cq_ctx) };
         if rc != 0 || cq.is_null() {
-            return None;
+            return false;
+        }
+        if let Some(armed) = NonNull::new(cq_ctx.cast::<AtomicBool>()) {
+            // SAFETY: every CQ on this channel is created by `Cq::new` with the address of its
+            // boxed `armed` flag as context. The box is freed only after `ibv_destroy_cq` has
+            // returned, which waits until every event read for the CQ is acknowledged, and
+            // this one is acknowledged below, after this store.
+            unsafe { armed.as_ref() }.store(false, Ordering::Release);
         }
         // SAFETY: `cq` was returned by ibv_get_cq_event and cannot be destroyed before this
         // event is acknowledged (ibv_destroy_cq waits for it); acknowledged at once, so a
         // concurrent destroy never waits on us.
         unsafe { sys::ibv_ack_cq_events(cq, 1) };
-        Some(cq_ctx as usize)
+        true
     }
 }
 
@@ -102,6 +111,10 @@ pub fn set_nonblocking(fd: libc::c_int) -> io::Result<()> {
 #[derive(Debug)]
 pub struct Cq {
     cq: NonNull<sys::ibv_cq>,
+    /// Set while an event of the CQ is requested (`ibv_req_notify_cq`) or sits in the channel
+    /// untaken; cleared by [`CompChannel::take_event`]. Boxed: its address is the CQ's
+    /// context, which the channel hands back with each event.
+    armed: Box<AtomicBool>,
     _channel: Arc<CompChannel>,
 }
 
@@ -112,20 +125,22 @@ unsafe impl Send for Cq {}
 unsafe impl Sync for Cq {}
 
 impl Cq {
-    /// Creates a CQ of at least `cqe` entries on `channel`, tagged with `tag` (returned by
-    /// [`CompChannel::take_event`]), and arms it.
+    /// Creates a CQ of at least `cqe` entries on `channel`, and arms it.
     ///
     /// # Errors
     /// The errno of `ibv_create_cq` or `ibv_req_notify_cq`.
-    pub fn new(ctx: &Context, channel: &Arc<CompChannel>, cqe: u32, tag: usize) -> io::Result<Cq> {
+    pub fn new(ctx: &Context, channel: &Arc<CompChannel>, cqe: u32) -> io::Result<Cq> {
         let cqe = libc::c_int::try_from(cqe).unwrap_or(libc::c_int::MAX);
-        // SAFETY: context and channel are live; `tag` is an opaque value libibverbs hands back,
-        // never dereferenced. The CQ is destroyed in Drop.
+        let armed = Box::new(AtomicBool::new(false));
+        // SAFETY: context and channel are live; the context is the address of `armed`, which
+        // the Cq keeps (boxed, so it does not move) until after ibv_destroy_cq in Drop, and
+        // which `CompChannel::take_event` reads only as an AtomicBool. The CQ is destroyed in
+        // Drop.
         let cq = unsafe {
             sys::ibv_create_cq(
                 ctx.as_ptr(),
                 cqe,
-                tag as *mut libc::c_void,
+                std::ptr::from_ref::<AtomicBool>(&armed).cast_mut().cast(),
                 channel.ch.as_ptr(),
                 0,
             )
@@ -133,6 +148,7 @@ impl Cq {
         let cq = NonNull::new(cq).ok_or_else(io::Error::last_os_error)?;
         let cq = Cq {
             cq,
+            armed,
             _channel: channel.clone(),
         };
         cq.arm()?;
@@ -144,13 +160,27 @@ impl Cq {
         self.cq.as_ptr()
     }
 
-    /// Requests an event for the next completion (`ibv_req_notify_cq`).
+    /// Requests an event for the next completion (`ibv_req_notify_cq`), unless one is
+    /// requested already and its event not taken from the channel yet: a request lasts until
+    /// its event is taken, so arming an armed CQ again would only be a system call in vain
+    /// (`ibv_req_notify_cq` is one on rxe). Returns whether it made the call.
+    ///
+    /// The flag says "an event will come or has come": when the CQ has fired but its event is
+    /// still in the channel, a caller that skips the call and sleeps on the channel finds the
+    /// channel readable, so no completion goes unnoticed.
     ///
     /// # Errors
-    /// The errno of the call.
-    pub fn arm(&self) -> io::Result<()> {
+    /// The errno of the call (the CQ then counts as unarmed).
+    pub fn arm(&self) -> io::Result<bool> {
+        if self.armed.swap(true, Ordering::AcqRel) {
+            return Ok(false);
+        }
         // SAFETY: the CQ is live.
-        errno_result(unsafe { sys::ibv_req_notify_cq(self.cq.as_ptr(), 0) })
+        let r = errno_result(unsafe { sys::ibv_req_notify_cq(self.cq.as_ptr(), 0) });
+        if r.is_err() {
+            self.armed.store(false, Ordering::Release);
+        }
+        r.map(|()| true)
     }
 
     /// Polls up to `out.len()` completions into `out` and returns those it wrote. No system

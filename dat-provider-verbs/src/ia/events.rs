@@ -59,6 +59,16 @@ impl Shared {
             for f in fds.iter_mut() {
                 f.revents = 0;
             }
+            // The completion channel only while this thread has armed the CQs: an event there
+            // otherwise comes from a waiter's arm (`Shared::block`), and the waiter sleeps on
+            // the channel itself; waking this thread too would cost a switch per completion.
+            // An event a waiter left untaken is found when this thread arms next (its CQ counts
+            // as armed until then, and the channel stays readable).
+            fds[1].fd = if self.armed().load(Ordering::Acquire) {
+                self.comp.fd()
+            } else {
+                -1
+            };
             // SAFETY: `fds` is a live array of four pollfd for the call.
             let rc = unsafe { libc::poll(fds.as_mut_ptr(), 4, timeout) };
             if rc < 0 {
@@ -93,7 +103,7 @@ impl Shared {
             }
             if fds[1].revents != 0 {
                 let mut any = false;
-                while self.comp.take_event().is_some() {
+                while self.comp.take_event() {
                     any = true;
                 }
                 if any {

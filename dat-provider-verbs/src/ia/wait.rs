@@ -50,7 +50,12 @@ impl Shared {
         &self.armed
     }
 
-    /// Arms every CQ (`ibv_req_notify_cq`); the caller drains them after.
+    /// Arms every CQ (`ibv_req_notify_cq`) that is not armed yet (see [`Cq::arm`]: a CQ
+    /// stays armed until its event is taken, so a waiter that blocks again pays a system call
+    /// only for the CQs whose events were taken since, not one per CQ of the IA); the caller
+    /// drains them after.
+    ///
+    /// [`Cq::arm`]: crate::verbs::Cq::arm
     pub(crate) fn arm_all(&self) {
         let list = read(&self.snapshot).clone();
         for slot in list.iter() {
@@ -111,7 +116,7 @@ impl Shared {
                     }
                 });
             }
-            while self.comp.take_event().is_some() {}
+            while self.comp.take_event() {}
             self.drain(true);
         }
         if let Some(fd) = fd {
