@@ -544,22 +544,24 @@ pub trait Transport: Send + Sync {
     }
 
     /// Sleeps on the calling thread in the transport's own primitive (an eventfd, a CQ
-    /// channel) for at most `timeout`, then makes progress there as [`Transport::progress`]
-    /// does: a waiter woken by the transport takes its completions with one wake-up instead
-    /// of two (provider thread, then the facade's condition variable). Returns early on a
-    /// [`Transport::unblock`], on activity, or spuriously; the caller looks at its queue
-    /// again either way.
+    /// channel) for at most `timeout`, waiting for events of `evd` (the EVD the caller waits
+    /// on: a transport with a completion queue per EVD sleeps on that one only), then makes
+    /// progress there as [`Transport::progress`] does: a waiter woken by the transport takes
+    /// its completions with one wake-up instead of two (provider thread, then the facade's
+    /// condition variable). Returns early on a [`Transport::unblock`] of `evd`, on activity,
+    /// or spuriously; the caller looks at its queue again either way.
     ///
     /// Returns false at once if the transport has no such primitive (the default): the
     /// caller then sleeps its own way and is woken by the upcalls.
-    fn block(&self, _timeout: std::time::Duration) -> bool {
+    fn block(&self, _evd: EvdId, _timeout: std::time::Duration) -> bool {
         false
     }
 
-    /// Ends a [`Transport::block`] in progress, or else the next one to start (one wake-up is
-    /// kept). The facade calls it when an event reaches an EVD whose waiter is blocked in the
+    /// Ends a [`Transport::block`] on `evd` in progress, or else the next one to start (one
+    /// wake-up is kept; a transport may end other blocks too, which then return spuriously).
+    /// The facade calls it when an event reaches an EVD whose waiter is blocked in the
     /// transport (from an upcall, a software event, a free). Never blocks.
-    fn unblock(&self) {}
+    fn unblock(&self, _evd: EvdId) {}
 
     /// Closes the IA: stops provider threads and releases every resource, including every
     /// upcall object it was given (the facade's endpoint links hold the endpoints' EVDs,

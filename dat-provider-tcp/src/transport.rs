@@ -14,7 +14,7 @@ use dat_core::provider::{
 };
 use dat_core::srq::CountTakes;
 use dat_core::types::{
-    CloseFlags, ConnQual, CrId, EpId, IaAttr, ProviderAttr, SpId, SrqId, Timeout,
+    CloseFlags, ConnQual, CrId, EpId, EvdId, IaAttr, ProviderAttr, SpId, SrqId, Timeout,
 };
 
 use crate::driver::{Clock, Pump, Shared, lock, read, write};
@@ -320,7 +320,7 @@ impl Transport for TcpIa {
 
     /// No sleep of its own: hands the sockets back to the driver thread (a waiter about to
     /// sleep no longer polls them) and lets the facade sleep.
-    fn block(&self, _timeout: std::time::Duration) -> bool {
+    fn block(&self, _evd: EvdId, _timeout: std::time::Duration) -> bool {
         self.shared.app_sleeps();
         false
     }

@@ -35,7 +35,7 @@ use crate::cm::{CmId, ConnParams, EventChannel, QpCaps};
 use crate::device::{Context, Pd};
 use crate::ep::{Ep, EpSt, Phase, SIGNAL_EVERY, SignalRun, WR_RECV, post_recv};
 use crate::params::VerbsParams;
-use crate::verbs::{CompChannel, Cq, Mr, Mw, Srq};
+use crate::verbs::{Cq, Mr, Mw, Srq};
 
 mod completions;
 mod device_events;
@@ -211,10 +211,9 @@ pub struct Shared {
     pub(crate) ctx: Arc<Context>,
     upcalls: Arc<dyn IaUpcalls>,
     pub(crate) events: Arc<EventChannel>,
-    pub(crate) comp: Arc<CompChannel>,
     wake: OwnedFd,
-    /// The eventfds of the threads asleep in [`Shared::block`].
-    waiters: Mutex<Vec<RawFd>>,
+    /// The threads asleep in [`Shared::block`]: the EVD each waits for and its eventfd.
+    waiters: Mutex<Vec<(EvdId, RawFd)>>,
     /// [`Shared::unblock`] calls so far.
     unblocks: AtomicU64,
     pub(crate) stop: AtomicBool,
@@ -222,9 +221,8 @@ pub struct Shared {
     /// [`Shared::progress`]: a store, where reading the clock would be a system call on a
     /// machine whose clock source the vDSO cannot read, as in the emulated VM).
     polled: AtomicBool,
-    /// Application threads asleep in [`Shared::block`].
-    blocked: AtomicU32,
-    /// The event thread armed every CQ and nobody has taken their events since.
+    /// The event thread armed every CQ and watches their channels, and nobody has taken
+    /// their events since.
     armed: AtomicBool,
     /// The device is gone or failed (`DAT_ASYNC_ERROR_IA_CATASTROPHIC` was reported).
     dead: AtomicBool,
@@ -278,7 +276,6 @@ impl Shared {
         upcalls: Arc<dyn IaUpcalls>,
     ) -> std::io::Result<Shared> {
         let events = Arc::new(EventChannel::new()?);
-        let comp = Arc::new(CompChannel::new(&ctx)?);
         let wake = eventfd()?;
         Ok(Shared {
             name: name.to_owned(),
@@ -288,13 +285,11 @@ impl Shared {
             ctx,
             upcalls,
             events,
-            comp,
             wake,
             waiters: Mutex::new(Vec::new()),
             unblocks: AtomicU64::new(0),
             stop: AtomicBool::new(false),
             polled: AtomicBool::new(false),
-            blocked: AtomicU32::new(0),
             armed: AtomicBool::new(false),
             dead: AtomicBool::new(false),
             sentinel: Mutex::new(None),
@@ -338,7 +333,7 @@ impl Shared {
             .saturating_mul(2)
             .max(256)
             .min(self.limits.max_cqe.max(1));
-        let slot = Arc::new(CqSlot::new(Cq::new(&self.ctx, &self.comp, cqe)?));
+        let slot = Arc::new(CqSlot::new(Cq::new(&self.ctx, cqe)?));
         if let Some(evd) = evd {
             write(&self.cqs).insert(evd, slot.clone());
         }
@@ -388,7 +383,7 @@ impl Shared {
         if let Some(c) = n.as_ref() {
             return Ok(c.clone());
         }
-        let slot = Arc::new(CqSlot::new(Cq::new(&self.ctx, &self.comp, 256)?));
+        let slot = Arc::new(CqSlot::new(Cq::new(&self.ctx, 256)?));
         *n = Some(slot.clone());
         drop(n);
         self.refresh_snapshot();

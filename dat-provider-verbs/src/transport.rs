@@ -619,12 +619,12 @@ impl Transport for VerbsIa {
         self.shared.progress_evd(evd)
     }
 
-    fn block(&self, timeout: std::time::Duration) -> bool {
-        self.shared.block(timeout)
+    fn block(&self, evd: EvdId, timeout: std::time::Duration) -> bool {
+        self.shared.block(evd, timeout)
     }
 
-    fn unblock(&self) {
-        self.shared.unblock();
+    fn unblock(&self, evd: EvdId) {
+        self.shared.unblock(evd);
     }
 
     fn close(&self) {

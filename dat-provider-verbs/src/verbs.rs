@@ -1,7 +1,8 @@
 //! RAII wrappers of the data-path verbs objects (completion channel, CQ, MR, SRQ) and the pure
 //! mappings between DAT and verbs (privileges, completion flags, work-completion statuses).
 //!
-//! Teardown order is fixed by ownership: a [`Cq`] holds an `Arc` of its [`CompChannel`], an
+//! Teardown order is fixed by ownership: a [`Cq`] owns its [`CompChannel`] (destroyed after
+//! the CQ), an
 //! [`Mr`] and an [`Srq`] hold an `Arc` of their [`Pd`], and a QP (see `cm`) holds its CQs, SRQ
 //! and PD; so a channel outlives its CQs, a PD its MRs, SRQs and QPs, and the context its PDs.
 
@@ -115,7 +116,10 @@ pub struct Cq {
     /// untaken; cleared by [`CompChannel::take_event`]. Boxed: its address is the CQ's
     /// context, which the channel hands back with each event.
     armed: Box<AtomicBool>,
-    _channel: Arc<CompChannel>,
+    /// The CQ's own channel: a waiter sleeps on the channel of the EVD it waits for, so a
+    /// completion wakes only that waiter (and the event thread while it watches every CQ).
+    /// Dropped after the CQ (`Drop` destroys the CQ before the fields go).
+    channel: CompChannel,
 }
 
 // SAFETY: a CQ is used from several threads only under the owner's lock (polling) or through
@@ -125,11 +129,13 @@ unsafe impl Send for Cq {}
 unsafe impl Sync for Cq {}
 
 impl Cq {
-    /// Creates a CQ of at least `cqe` entries on `channel`, and arms it.
+    /// Creates a CQ of at least `cqe` entries on a completion channel of its own, and arms
+    /// it.
     ///
     /// # Errors
-    /// The errno of `ibv_create_cq` or `ibv_req_notify_cq`.
-    pub fn new(ctx: &Context, channel: &Arc<CompChannel>, cqe: u32) -> io::Result<Cq> {
+    /// The errno of `ibv_create_comp_channel`, `ibv_create_cq` or `ibv_req_notify_cq`.
+    pub fn new(ctx: &Arc<Context>, cqe: u32) -> io::Result<Cq> {
+        let channel = CompChannel::new(ctx)?;
         let cqe = libc::c_int::try_from(cqe).unwrap_or(libc::c_int::MAX);
         let armed = Box::new(AtomicBool::new(false));
         // SAFETY: context and channel are live; the context is the address of `armed`, which
@@ -149,10 +155,25 @@ impl Cq {
         let cq = Cq {
             cq,
             armed,
-            _channel: channel.clone(),
+            channel,
         };
         cq.arm()?;
         Ok(cq)
+    }
+
+    /// The descriptor of the CQ's completion channel (readable when an event is there).
+    pub fn channel_fd(&self) -> libc::c_int {
+        self.channel.fd()
+    }
+
+    /// Takes every event waiting in the CQ's channel (which leaves the CQ unarmed); true if
+    /// there was one.
+    pub fn take_events(&self) -> bool {
+        let mut any = false;
+        while self.channel.take_event() {
+            any = true;
+        }
+        any
     }
 
     /// The raw CQ (for QP creation).

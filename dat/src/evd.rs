@@ -69,7 +69,7 @@ impl EvdInner {
             self.cond.notify_all();
         }
         if st.blocked > 0 {
-            self.transport.unblock();
+            self.transport.unblock(self.id);
         }
     }
 
@@ -333,7 +333,7 @@ impl Evd {
             if can_block {
                 st.blocked += 1;
                 drop(st);
-                can_block = self.inner.transport.block(slice);
+                can_block = self.inner.transport.block(self.inner.id, slice);
                 st = lock(&self.inner.state);
                 st.blocked -= 1;
                 continue;

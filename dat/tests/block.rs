@@ -145,7 +145,7 @@ impl Transport for Blocking {
     }
 
     /// Sleeps on the doorbell until rung (a kept ring ends the next sleep at once).
-    fn block(&self, timeout: Duration) -> bool {
+    fn block(&self, _evd: EvdId, timeout: Duration) -> bool {
         self.bell.blocks.fetch_add(1, Ordering::SeqCst);
         let rung = self.bell.rung.lock().unwrap();
         let (mut rung, _) = self
@@ -157,7 +157,7 @@ impl Transport for Blocking {
         true
     }
 
-    fn unblock(&self) {
+    fn unblock(&self, _evd: EvdId) {
         self.bell.unblocks.fetch_add(1, Ordering::SeqCst);
         *self.bell.rung.lock().unwrap() = true;
         self.bell.cond.notify_all();

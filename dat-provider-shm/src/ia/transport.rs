@@ -530,13 +530,13 @@ impl Transport for ShmIa {
     /// the waiter's EVD from its own thread, with no hand-off from the provider thread. One
     /// thread of the IA at a time; the others are told `false` and sleep on their EVDs
     /// (woken by the upcalls).
-    fn block(&self, timeout: Duration) -> bool {
+    fn block(&self, _evd: dat_core::types::EvdId, timeout: Duration) -> bool {
         self.shared
             .sleep_on_rings(timeout, super::nap::WAITING, None)
             .is_some()
     }
 
-    fn unblock(&self) {
+    fn unblock(&self, _evd: dat_core::types::EvdId) {
         sys::signal(self.shared.app_wake.as_fd());
     }
 

@@ -21,14 +21,11 @@ use crate::ep::{Ep, Phase};
 impl Shared {
     /// The event thread: CM events, completion events, deadlines, until [`Shared::stop`].
     pub fn run(self: &Arc<Shared>) {
-        let mut fds = [
+        // The CM channel, the wake-up eventfd, the device's async events, then (while this
+        // thread has armed the CQs) each CQ's completion channel.
+        let mut fds = vec![
             libc::pollfd {
                 fd: self.events.fd(),
-                events: libc::POLLIN,
-                revents: 0,
-            },
-            libc::pollfd {
-                fd: self.comp.fd(),
                 events: libc::POLLIN,
                 revents: 0,
             },
@@ -43,6 +40,7 @@ impl Shared {
                 revents: 0,
             },
         ];
+        const FIXED: usize = 3;
         let mut last_active = Instant::now();
         // The time between looks at an application that keeps polling (see APP_LOOK_MAX).
         let mut look = APP_IDLE;
@@ -51,26 +49,30 @@ impl Shared {
                 let ms = d.saturating_duration_since(Instant::now()).as_millis();
                 i32::try_from(ms.saturating_add(1)).unwrap_or(i32::MAX)
             });
-            if !self.armed().load(Ordering::Acquire) {
+            let armed = self.armed().load(Ordering::Acquire);
+            if !armed {
                 // Look again soon: the CQs are to be armed once the application goes quiet.
                 let idle = i32::try_from(look.as_millis()).unwrap_or(1);
                 timeout = if timeout < 0 { idle } else { timeout.min(idle) };
             }
+            // The completion channels only while this thread has armed the CQs: an event
+            // there otherwise comes from a waiter's arm (`Shared::block`), and the waiter
+            // sleeps on its channel itself; waking this thread too would cost a switch per
+            // completion. An event a waiter left untaken is found when this thread arms next
+            // (its CQ counts as armed until then, and its channel stays readable).
+            fds.truncate(FIXED);
+            let cqs = armed.then(|| read(&self.snapshot).clone());
+            fds.extend(cqs.iter().flat_map(|c| c.iter()).map(|slot| libc::pollfd {
+                fd: slot.cq.channel_fd(),
+                events: libc::POLLIN,
+                revents: 0,
+            }));
             for f in fds.iter_mut() {
                 f.revents = 0;
             }
-            // The completion channel only while this thread has armed the CQs: an event there
-            // otherwise comes from a waiter's arm (`Shared::block`), and the waiter sleeps on
-            // the channel itself; waking this thread too would cost a switch per completion.
-            // An event a waiter left untaken is found when this thread arms next (its CQ counts
-            // as armed until then, and the channel stays readable).
-            fds[1].fd = if self.armed().load(Ordering::Acquire) {
-                self.comp.fd()
-            } else {
-                -1
-            };
-            // SAFETY: `fds` is a live array of four pollfd for the call.
-            let rc = unsafe { libc::poll(fds.as_mut_ptr(), 4, timeout) };
+            let nfds = libc::nfds_t::try_from(fds.len()).unwrap_or(libc::nfds_t::MAX);
+            // SAFETY: `fds` is a live vector of `nfds` pollfd for the call.
+            let rc = unsafe { libc::poll(fds.as_mut_ptr(), nfds, timeout) };
             if rc < 0 {
                 let e = std::io::Error::last_os_error();
                 if e.raw_os_error() != Some(libc::EINTR) {
@@ -79,7 +81,7 @@ impl Shared {
                     return;
                 }
             }
-            if fds[2].revents != 0 {
+            if fds[1].revents != 0 {
                 super::drain_eventfd(&self.wake);
             }
             if self.stop.load(Ordering::Acquire) {
@@ -92,29 +94,30 @@ impl Shared {
                     self.handle_cm(e);
                 }
             }
-            if fds[3].revents != 0 {
+            if fds[2].revents != 0 {
                 super::device_events::drain(&self.ctx);
-                if fds[3].revents & (libc::POLLERR | libc::POLLHUP | libc::POLLNVAL) != 0 {
+                if fds[2].revents & (libc::POLLERR | libc::POLLHUP | libc::POLLNVAL) != 0 {
                     // A device that is gone keeps its descriptor in error: stop watching it
                     // (the CM's DEVICE_REMOVAL tells the rest).
-                    tracing::warn!(ia = %self.name, revents = fds[3].revents, "device event descriptor failed");
-                    fds[3].fd = -1;
+                    tracing::warn!(ia = %self.name, revents = fds[2].revents, "device event descriptor failed");
+                    fds[2].fd = -1;
                 }
             }
-            if fds[1].revents != 0 {
-                let mut any = false;
-                while self.comp.take_event() {
-                    any = true;
-                }
-                if any {
-                    // Taking the events disarmed their CQs. A CQ an application thread is
-                    // polling is left to it (waiting for its lock would make every one of its
-                    // polls wake this thread); if it stops, the CQs are armed and drained below,
-                    // waiting, once it has been idle for APP_IDLE.
-                    self.armed().store(false, Ordering::Release);
-                    self.drain(false);
+            let mut any = false;
+            for (slot, f) in cqs.iter().flat_map(|c| c.iter()).zip(&fds[FIXED..]) {
+                if f.revents != 0 {
+                    any |= slot.cq.take_events();
                 }
             }
+            if any {
+                // Taking the events disarmed their CQs. A CQ an application thread is
+                // polling is left to it (waiting for its lock would make every one of its
+                // polls wake this thread); if it stops, the CQs are armed and drained below,
+                // waiting, once it has been idle for APP_IDLE.
+                self.armed().store(false, Ordering::Release);
+                self.drain(false);
+            }
+            drop(cqs);
             // Arm only while no application thread drives the CQs: a busy poller then costs
             // no interrupt and no wake-up of this thread per completion. Armed, then drained,
             // so no completion slips between the two. One clock read per wake (a system call

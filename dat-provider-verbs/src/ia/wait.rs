@@ -1,11 +1,14 @@
 //! How application threads wait for completions, and how the event thread sees them: a
-//! waiter arms every CQ and sleeps on the completion channel and an eventfd of its own
-//! ([`Shared::block`], ended early by [`Shared::unblock`]); a thread that polls marks the IA
-//! as polled, so the event thread leaves the CQs unarmed ([`Shared::app_active`]).
+//! waiter arms the CQ of the EVD it waits for and sleeps on that CQ's own completion channel
+//! and an eventfd of its own ([`Shared::block`], ended early by [`Shared::unblock`] of its
+//! EVD); a thread that polls or wakes marks the IA as polled, so the event thread leaves the
+//! CQs unarmed ([`Shared::app_active`]).
 
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Instant;
+
+use dat_core::types::EvdId;
 
 use super::{APP_IDLE, Shared, eventfd, lock, read, signal_raw};
 
@@ -26,23 +29,28 @@ pub(crate) fn drain_eventfd(fd: &OwnedFd) {
 }
 
 impl Shared {
-    /// Ends every [`Shared::block`] in progress (and one about to start).
-    pub fn unblock(&self) {
+    /// Ends every [`Shared::block`] on `evd` in progress (and one about to start, of any
+    /// EVD: see the counter in `block`). The calling thread's own block is not signalled: it
+    /// is the one delivering (its block's drain), and the counter keeps it from sleeping.
+    pub fn unblock(&self, evd: EvdId) {
         self.unblocks.fetch_add(1, Ordering::AcqRel);
-        for &fd in lock(&self.waiters).iter() {
-            signal_raw(fd);
+        let me = WAITER_FD.with(|f| f.as_ref().map(AsRawFd::as_raw_fd));
+        for &(e, fd) in lock(&self.waiters).iter() {
+            if e == evd && Some(fd) != me {
+                signal_raw(fd);
+            }
         }
     }
 
     /// True while an application thread drives the CQs itself: it polled within
-    /// [`APP_IDLE`] of `now`, or it sleeps in [`Shared::block`] (which armed them). Called by
-    /// the event thread only, which keeps in `last_active` when it last saw a poll.
+    /// [`APP_IDLE`] of `now` (a waiter counts when it wakes, not while it sleeps: asleep it
+    /// watches only its own EVD's CQ). Called by the event thread only, which keeps in
+    /// `last_active` when it last saw a poll.
     pub(crate) fn app_active(&self, now: Instant, last_active: &mut Instant) -> bool {
         if self.polled.swap(false, Ordering::Relaxed) {
             *last_active = now;
         }
-        self.blocked.load(Ordering::Acquire) > 0
-            || now.saturating_duration_since(*last_active) < APP_IDLE
+        now.saturating_duration_since(*last_active) < APP_IDLE
     }
 
     /// Whether the event thread's CQs are armed.
@@ -51,9 +59,8 @@ impl Shared {
     }
 
     /// Arms every CQ (`ibv_req_notify_cq`) that is not armed yet (see [`Cq::arm`]: a CQ
-    /// stays armed until its event is taken, so a waiter that blocks again pays a system call
-    /// only for the CQs whose events were taken since, not one per CQ of the IA); the caller
-    /// drains them after.
+    /// stays armed until its event is taken, so arming again pays a system call only for the
+    /// CQs whose events were taken since); the caller drains them after.
     ///
     /// [`Cq::arm`]: crate::verbs::Cq::arm
     pub(crate) fn arm_all(&self) {
@@ -75,33 +82,46 @@ impl Shared {
         any
     }
 
-    /// Sleeps on the completion channel for at most `timeout` (the waiter's own arm, so a
-    /// completion wakes it directly), then delivers what has completed.
+    /// Sleeps for at most `timeout` on the completion channel of the CQ of `evd` (armed by
+    /// the waiter, so a completion of that EVD wakes it directly and no other waiter), then
+    /// delivers what has completed. An EVD without a CQ (connection, software events) is
+    /// woken by [`Shared::unblock`] only.
     ///
-    /// Each waiting thread sleeps on an eventfd of its own, registered while it sleeps, and
-    /// [`Shared::unblock`] signals every one: waiters on different EVDs of the IA never take
-    /// each other's wake-up. An unblock that comes between the facade's last look at its queue
-    /// and the registration is caught by a counter, and the sleep is capped at
-    /// [`BLOCK_CAP`] in case it came even before that.
-    pub fn block(&self, timeout: std::time::Duration) -> bool {
+    /// Each waiting thread sleeps on an eventfd of its own, registered with its EVD while it
+    /// sleeps, and [`Shared::unblock`] signals the ones of its EVD: a waiter is woken by its
+    /// own EVD's events only. An unblock that comes between the facade's last look at its
+    /// queue and the registration is caught by a counter, and the sleep is capped at
+    /// [`BLOCK_CAP`] in case it came even before that. Only the EVD's own CQ is drained here:
+    /// the others are their own waiters' and pollers' (delivering another waiter's completion
+    /// would cost it a second wake-up); the facade's waiter drives every CQ through
+    /// [`Shared::progress`] while it spins, and the event thread does once the application
+    /// is quiet.
+    pub fn block(&self, evd: EvdId, timeout: std::time::Duration) -> bool {
         let seen = self.unblocks.load(Ordering::Acquire);
         let fd = WAITER_FD.with(|f| f.as_ref().map(AsRawFd::as_raw_fd));
-        self.blocked.fetch_add(1, Ordering::AcqRel);
         if let Some(fd) = fd {
-            lock(&self.waiters).push(fd);
+            lock(&self.waiters).push((evd, fd));
         }
-        self.arm_all();
-        if !self.drain(true) && self.unblocks.load(Ordering::Acquire) == seen {
+        let own = read(&self.cqs).get(&evd).cloned();
+        if let Some(slot) = &own
+            && let Err(e) = slot.cq.arm()
+        {
+            tracing::warn!(ia = %self.name, error = %e, "ibv_req_notify_cq failed");
+        }
+        // Armed, then drained: a completion before the arm is found here, one after it
+        // raises an event.
+        let any = own.as_ref().is_some_and(|s| self.poll_cq(s, true));
+        if !any && self.unblocks.load(Ordering::Acquire) == seen {
             let ms = timeout.min(BLOCK_CAP).as_millis().saturating_add(1);
             let ms = i32::try_from(ms).unwrap_or(i32::MAX);
             let mut fds = [
                 libc::pollfd {
-                    fd: self.comp.fd(),
+                    // A negative descriptor is ignored by poll(2).
+                    fd: own.as_ref().map_or(-1, |s| s.cq.channel_fd()),
                     events: libc::POLLIN,
                     revents: 0,
                 },
                 libc::pollfd {
-                    // A negative descriptor is ignored by poll(2).
                     fd: fd.unwrap_or(-1),
                     events: libc::POLLIN,
                     revents: 0,
@@ -116,19 +136,22 @@ impl Shared {
                     }
                 });
             }
-            while self.comp.take_event() {}
-            self.drain(true);
+            if let Some(slot) = &own {
+                // The event thread may watch this channel too (while it has armed every
+                // CQ): it must arm this CQ again once the application goes quiet.
+                if slot.cq.take_events() && self.armed.swap(false, Ordering::AcqRel) {
+                    self.wake();
+                }
+                self.poll_cq(slot, true);
+            }
         }
         if let Some(fd) = fd {
-            lock(&self.waiters).retain(|&w| w != fd);
+            let mut w = lock(&self.waiters);
+            if let Some(i) = w.iter().position(|&(e, f)| e == evd && f == fd) {
+                w.swap_remove(i);
+            }
         }
         self.polled.store(true, Ordering::Relaxed);
-        self.blocked.fetch_sub(1, Ordering::AcqRel);
-        // The channel's events were taken here: the event thread must arm again once the
-        // application goes quiet (unarmed, it looks every APP_IDLE to APP_LOOK_MAX by itself).
-        if self.armed.swap(false, Ordering::AcqRel) {
-            self.wake();
-        }
         true
     }
 }
