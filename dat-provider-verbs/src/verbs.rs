@@ -152,11 +152,7 @@ impl Cq {
             )
         };
         let cq = NonNull::new(cq).ok_or_else(io::Error::last_os_error)?;
-        let cq = Cq {
-            cq,
-            armed,
-            channel,
-        };
+        let cq = Cq { cq, armed, channel };
         cq.arm()?;
         Ok(cq)
     }

@@ -135,6 +135,7 @@ macro_rules! conformance_suite {
             evd::cno_disabled_evd,
             evd::cno_detached,
             evd::cno_triggered_by_completion,
+            evd::cno_triggered_while_other_evd_waits,
             evd::freed_evd_handle,
             evd::cno_single_waiter,
             evd::cno_freed_while_waiting,

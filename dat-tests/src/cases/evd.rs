@@ -288,6 +288,41 @@ pub fn cno_triggered_by_completion(t: &dyn Target) -> Outcome {
     Outcome::Pass
 }
 
+/// A completion reaches a CNO waiter while another thread of the same IA is blocked in a
+/// wait on a different EVD (a transport whose waiter sleeps on its own EVD's queue only must
+/// still deliver the other EVDs' completions); the blocked waiter then gets its own.
+pub fn cno_triggered_while_other_evd_waits(t: &dyn Target) -> Outcome {
+    let p = pair(t);
+    let cno = p.b.ia.create_cno().unwrap();
+    p.b.recv.modify_cno(Some(&cno)).unwrap();
+    let req = p.b.req.clone();
+    let waiter = std::thread::spawn(move || req.wait(crate::harness::WAIT, 1));
+    // Wait until the waiter is registered (resize refuses while one is).
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while p.b.req.resize(8) != Err(DatError::invalid_state(Subtype::StateEvdWaiter)) {
+        assert!(Instant::now() < deadline, "waiter never registered");
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    crate::harness::post_recv(&p.b, &p.b.ep, 0, 64, 1);
+    crate::harness::post_send(&p.a, &p.a.ep, 0, 8, 2);
+    crate::harness::expect_dto(&p.a.req);
+    assert_eq!(cno.wait(crate::harness::WAIT), Ok(Some(p.b.recv.id())));
+    assert_eq!(
+        crate::harness::expect_dto(&p.b.recv).cookie,
+        dat::types::Cookie(1)
+    );
+    // Now the blocked waiter's own completion: b sends back.
+    crate::harness::post_recv(&p.a, &p.a.ep, 64, 64, 3);
+    crate::harness::post_send(&p.b, &p.b.ep, 64, 8, 4);
+    let (ev, _) = waiter.join().expect("waiter thread").expect("woken");
+    assert_eq!(ev.number, EventNumber::DtoCompletion, "{ev:?}");
+    assert_eq!(
+        crate::harness::expect_dto(&p.a.recv).cookie,
+        dat::types::Cookie(3)
+    );
+    Outcome::Pass
+}
+
 /// Freed EVD: every call is `DAT_INVALID_HANDLE`.
 pub fn freed_evd_handle(t: &dyn Target) -> Outcome {
     let (_ia, e) = sw(t, 4);
