@@ -1,14 +1,15 @@
 //! The shared state of one open IA and its event thread.
 //!
 //! # Threads and waiting
-//! Each IA has one thread that sleeps in `poll(2)` on four descriptors: the IA's rdma_cm
-//! event channel (every `rdma_cm_id` of the IA is on it), the IA's completion channel (every
-//! CQ of the IA is on it), an eventfd that wakes it for a new deadline or at close, and the
-//! device's async event descriptor (see `device_events`). It handles CM and device events,
-//! fires deadlines, and delivers completions while no application thread does. Application
+//! Each IA has one thread that sleeps in `poll(2)` on the IA's rdma_cm event channel (every
+//! `rdma_cm_id` of the IA is on it), an eventfd that wakes it for a new deadline or at close,
+//! the device's async event descriptor (see `device_events`) and, while it has armed the CQs
+//! itself, each CQ's own completion channel. It handles CM and device events, fires
+//! deadlines, and delivers completions while no application thread does. Application
 //! threads poll CQs themselves in [`Shared::progress`] (no system call: `ibv_poll_cq` runs in
-//! user space; `completions`) and sleep in [`Shared::block`] on the completion channel;
-//! while they poll, the event thread leaves the CQs unarmed (see `events` and `wait`).
+//! user space; `completions`) and sleep in [`Shared::block`] on the channel of the CQ of the
+//! EVD they wait for; while they poll or wake, the event thread leaves the CQs unarmed (see
+//! `events` and `wait`).
 //!
 //! # Locks
 //! Order: a CQ's lock, then an endpoint's lock. Completions are delivered holding their CQ's

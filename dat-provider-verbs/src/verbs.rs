@@ -67,7 +67,7 @@ impl CompChannel {
             return false;
         }
         if let Some(armed) = NonNull::new(cq_ctx.cast::<AtomicBool>()) {
-            // SAFETY: every CQ on this channel is created by `Cq::new` with the address of its
+            // SAFETY: the CQ of this channel is created by `Cq::new` with the address of its
             // boxed `armed` flag as context. The box is freed only after `ibv_destroy_cq` has
             // returned, which waits until every event read for the CQ is acknowledged, and
             // this one is acknowledged below, after this store.

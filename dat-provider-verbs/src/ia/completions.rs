@@ -37,7 +37,7 @@ impl Shared {
     /// Polls the CQ of `evd` for a poll of that EVD (`dat_evd_dequeue`), and every CQ of the
     /// IA on one such call in [`OTHERS_EVERY`] (or when `evd` has no CQ): a dequeue does not
     /// pay for the CQs of the IA's other EVDs (`dapltest -T P` has four), whose completions
-    /// wait for their own EVD's polls, a waiter in [`Shared::block`] (which drains every CQ),
+    /// wait for their own EVD's polls, a waiter's spin ([`Shared::progress`], every CQ),
     /// the event thread, or the next full look; the null CQ (requests whose EVD is not given)
     /// is drained that way too. True if anything was delivered.
     pub fn progress_evd(&self, evd: EvdId) -> bool {
