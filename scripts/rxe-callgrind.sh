@@ -20,7 +20,8 @@
 # host (`apt-get install valgrind`; the guest runs the host's Debian release): its binary and
 # tools directory are copied under the output directory (rxe-vm refuses to share a system
 # directory). Environment: RXE_VM (the rxe-vm script), RXE_CG_ITERS (operations or round
-# trips). Output: target/rxe-callgrind/MODE/.
+# trips), RXE_CG_DAPL_MODE (capi: `p`, the default, polls with dat_evd_dequeue; `b` waits
+# with dat_evd_wait). Output: target/rxe-callgrind/MODE/.
 set -euo pipefail
 # shellcheck source=rxe-bench-lib.sh
 . "$(dirname "$0")/rxe-bench-lib.sh"
@@ -55,7 +56,7 @@ if [ "${1:-}" = --guest ]; then
                 s=$!
                 sleep 2
                 taskset -c 1 timeout 900 "${cg[@]}" --callgrind-out-file="$out/$l.callgrind" \
-                    dapltest -T P -s "$RXE_IP" -D "$ia" -i "$iters" -p 1 -m p RW 2 1 \
+                    dapltest -T P -s "$RXE_IP" -D "$ia" -i "$iters" -p 1 -m "${RXE_CG_DAPL_MODE:-p}" RW 2 1 \
                     >"$out/$l-client.log" 2>&1 || echo "dapltest $l failed" >&2
                 timeout 30 dapltest -T Q -s "$RXE_IP" -D "$ia" >/dev/null 2>&1 || true
                 wait $s || true
@@ -85,7 +86,7 @@ capi)
     need=libdat_capi.so iters=${RXE_CG_ITERS:-2000} what="$iters dapltest -T P operations"
     # The entries a dapltest P client calls per operation, and the calls under them (the
     # difference is the C ABI crate's own cost).
-    fns=('dat_ep_post_rdma_write' 'dat_evd_dequeue'
+    fns=('dat_ep_post_rdma_write' 'dat_evd_dequeue' 'dat_evd_wait' 'dat::evd::Evd::wait'
         'dat_capi::calls::ep::ep_post_rdma_write'
         'dat::ep_post::<impl dat::ep::Ep>::post_rdma_write'
         'dat_capi::calls::evd::evd_dequeue' 'dat::evd::Evd::dequeue'
@@ -124,7 +125,7 @@ for a in "$@"; do
     pairs+=("$(rxe_pair rxe-callgrind "$a" "$need")") || exit 2
 done
 "$vm" --timeout 1800 --share "$root" \
-    --env RUST_LOG="${RUST_LOG:-warn}" \
+    --env RUST_LOG="${RUST_LOG:-warn}" --env RXE_CG_DAPL_MODE="${RXE_CG_DAPL_MODE:-p}" \
     -- "$root/scripts/rxe-callgrind.sh" --guest "$mode" "$out" "$iters" "$out/valgrind" "${pairs[@]}"
 for pair in "${pairs[@]}"; do
     l=${pair%%=*}

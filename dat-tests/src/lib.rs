@@ -128,6 +128,7 @@ macro_rules! conformance_suite {
             evd::wait_threshold,
             evd::wait_threshold_codes,
             evd::wait_woken_by_other_thread,
+            evd::wait_nmore_counts_the_queue,
             evd::unwaitable,
             evd::resize,
             evd::overflow_async_event,

@@ -50,6 +50,9 @@ pub(crate) struct EvdInner {
     /// hand a completion to the poll driving progress (`crate::handoff`). Written under the
     /// state lock.
     handoff_ok: AtomicBool,
+    /// False while the EVD is unwaitable (`dat_evd_set_unwaitable`): the queue's flag, read
+    /// by a wait's fast path without the state lock. Written under the state lock.
+    waitable: AtomicBool,
     /// DAT references: EPs, service points and the IA that use this EVD.
     pub(crate) refs: AtomicU32,
     freed: AtomicBool,
@@ -218,6 +221,7 @@ impl Evd {
                 cond: Condvar::new(),
                 maybe_ready: AtomicBool::new(true),
                 handoff_ok: AtomicBool::new(dto),
+                waitable: AtomicBool::new(true),
                 refs: AtomicU32::new(0),
                 freed: AtomicBool::new(false),
                 is_async,
@@ -271,8 +275,33 @@ impl Evd {
     /// length; `DAT_ABORT` if the EVD is freed or the IA closed while waiting.
     pub fn wait(&self, timeout: Timeout, threshold: i32) -> DatResult<(Event, u32)> {
         self.check()?;
-        let deadline = timeout.duration().map(|d| Instant::now() + d);
-        let spin_until = Instant::now() + SPIN;
+        // A wait for one event on an idle EVD (nothing queued, no waiter, not dead: `maybe_ready`
+        // clear) first looks as a dequeue does: a completion the transport finds now is handed
+        // to this call (`crate::handoff`) without registering the waiter, queueing and popping
+        // it, as the event a wait completing at once would return.
+        if threshold == 1
+            && !self.inner.maybe_ready.load(Ordering::Acquire)
+            && self.inner.waitable.load(Ordering::Acquire)
+        {
+            let (_, handed) = crate::handoff::poll::<EvdInner>(&self.inner, || {
+                self.inner.transport.progress_evd(self.inner.id)
+            });
+            if let Some(c) = handed {
+                crate::pace::busy_poll();
+                // Completions found after it were queued (which set `maybe_ready`).
+                let nmore = if self.inner.maybe_ready.load(Ordering::Acquire) {
+                    u32::try_from(lock(&self.inner.state).q.len()).unwrap_or(u32::MAX)
+                } else {
+                    0
+                };
+                return Ok((Event::dto(c), nmore));
+            }
+        }
+        // The deadline and the end of the spin, from the first clock read, which waits until
+        // the queue and one look of the transport at this EVD's completions found nothing: a
+        // wait whose event is there at once (a pipelined initiator's) reads no clock (a
+        // system call where the vDSO cannot read the clock source, as under emulation).
+        let mut clock: Option<(Option<Instant>, Instant)> = None;
         // Until the transport says it has no primitive of its own to sleep in.
         let mut can_block = true;
         // Whether `progress` ran since the last sleep.
@@ -283,6 +312,10 @@ impl Evd {
         loop {
             if let Some(done) = st.q.try_complete_wait(threshold) {
                 st.q.end_wait();
+                if st.q.is_empty() && !st.q.is_dead() {
+                    // Idle again: the next wait or dequeue may take the fast path.
+                    self.inner.maybe_ready.store(false, Ordering::Release);
+                }
                 return Ok(done);
             }
             let stop = match st.q.wait_status() {
@@ -300,7 +333,19 @@ impl Evd {
                 st.q.end_wait();
                 return Err(e);
             }
+            if clock.is_none() && !progressed {
+                // The first look: this EVD's own completions, as a dequeue looks.
+                drop(st);
+                if self.inner.transport.progress_evd(self.inner.id) {
+                    crate::pace::busy_poll();
+                }
+                st = lock(&self.inner.state);
+                progressed = true;
+                continue;
+            }
             let now = Instant::now();
+            let (deadline, spin_until) =
+                *clock.get_or_insert_with(|| (timeout.duration().map(|d| now + d), now + SPIN));
             if deadline.is_some_and(|d| now >= d) {
                 st.q.end_wait();
                 return Err(DatError::TIMEOUT_EXPIRED);
@@ -455,6 +500,7 @@ impl Evd {
         self.check()?;
         let mut st = lock(&self.inner.state);
         st.q.set_unwaitable();
+        self.inner.waitable.store(false, Ordering::Release);
         self.inner.wake(&st);
         Ok(())
     }
@@ -465,7 +511,9 @@ impl Evd {
     /// `DAT_INVALID_HANDLE` on a freed EVD.
     pub fn clear_unwaitable(&self) -> DatResult<()> {
         self.check()?;
-        lock(&self.inner.state).q.clear_unwaitable();
+        let mut st = lock(&self.inner.state);
+        st.q.clear_unwaitable();
+        self.inner.waitable.store(true, Ordering::Release);
         Ok(())
     }
 

@@ -111,7 +111,13 @@ pub(crate) unsafe extern "C" fn evd_wait(
             Ok((ev, more)) => {
                 // SAFETY: consumer OUT pointers (event checked non-NULL).
                 unsafe {
-                    event_to_c(event, &ev, n.handle(), &n.ia);
+                    // A DTO event of a cached endpoint is written in one pass, as a dequeue's.
+                    match &ev.data {
+                        EventData::Dto(d) if let Some(ep) = n.ia.cached_ep_handle(d.ep) => {
+                            dto_event_to_c(event, ev.number as u32, n.handle(), ep, d);
+                        }
+                        _ => event_to_c(event, &ev, n.handle(), &n.ia),
+                    }
                     put(nmore, i32::try_from(more).unwrap_or(i32::MAX));
                 }
                 Ok(())

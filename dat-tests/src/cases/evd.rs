@@ -313,12 +313,56 @@ pub fn cno_triggered_while_other_evd_waits(t: &dyn Target) -> Outcome {
     // Now the blocked waiter's own completion: b sends back.
     crate::harness::post_recv(&p.a, &p.a.ep, 64, 64, 3);
     crate::harness::post_send(&p.b, &p.b.ep, 64, 8, 4);
-    let (ev, _) = waiter.join().expect("waiter thread").expect("woken");
-    assert_eq!(ev.number, EventNumber::DtoCompletion, "{ev:?}");
+    // Taken at `a` first: that drives `a`'s side of the transfer (the in-memory fabric moves
+    // data only when polled).
     assert_eq!(
         crate::harness::expect_dto(&p.a.recv).cookie,
         dat::types::Cookie(3)
     );
+    let (ev, _) = waiter.join().expect("waiter thread").expect("woken");
+    assert_eq!(ev.number, EventNumber::DtoCompletion, "{ev:?}");
+    Outcome::Pass
+}
+
+/// Two receive completions taken by waits: in order, and the first wait's `nmore` counts what
+/// is really queued behind it (a wait that finds its completion at once may have found the
+/// second in the same poll and queued it).
+pub fn wait_nmore_counts_the_queue(t: &dyn Target) -> Outcome {
+    let p = pair(t);
+    crate::harness::post_recv(&p.b, &p.b.ep, 0, 64, 1);
+    crate::harness::post_recv(&p.b, &p.b.ep, 64, 64, 2);
+    crate::harness::post_send(&p.a, &p.a.ep, 0, 8, 3);
+    crate::harness::post_send(&p.a, &p.a.ep, 8, 8, 4);
+    crate::harness::expect_dto(&p.a.req);
+    crate::harness::expect_dto(&p.a.req);
+    let dto = |ev: &Event| match ev.data {
+        EventData::Dto(c) => c.cookie,
+        ref other => panic!("not DTO data: {other:?}"),
+    };
+    let (first, nmore) =
+        p.b.recv
+            .wait(crate::harness::WAIT, 1)
+            .expect("first receive");
+    assert_eq!(dto(&first), dat::types::Cookie(1));
+    assert!(nmore <= 1, "nmore {nmore} with one receive left");
+    // Nothing dequeues meanwhile, so the queue can only have grown since the wait counted it.
+    assert!(
+        p.b.recv.len() >= nmore as usize,
+        "nmore {nmore} counts events not queued"
+    );
+    let second = if nmore == 1 {
+        p.b.recv
+            .dequeue()
+            .expect("nmore said one more event is queued")
+    } else {
+        let (ev, n) =
+            p.b.recv
+                .wait(crate::harness::WAIT, 1)
+                .expect("second receive");
+        assert_eq!(n, 0);
+        ev
+    };
+    assert_eq!(dto(&second), dat::types::Cookie(2));
     Outcome::Pass
 }
 
