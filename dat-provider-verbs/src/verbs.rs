@@ -162,14 +162,12 @@ impl Cq {
         self.channel.fd()
     }
 
-    /// Takes every event waiting in the CQ's channel (which leaves the CQ unarmed); true if
-    /// there was one.
+    /// Takes the event waiting in the CQ's channel (which leaves the CQ unarmed); true if
+    /// there was one. One read: the channel is the CQ's own and [`Cq::arm`] requests an event
+    /// only after the last one was taken, so at most one waits there (a second, were there
+    /// one, keeps the channel readable for the next look).
     pub fn take_events(&self) -> bool {
-        let mut any = false;
-        while self.channel.take_event() {
-            any = true;
-        }
-        any
+        self.channel.take_event()
     }
 
     /// The raw CQ (for QP creation).
