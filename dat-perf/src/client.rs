@@ -257,11 +257,23 @@ impl Client {
         let start = Instant::now();
         let elapsed = match test {
             Test::LatSend => {
-                for _ in 0..count {
+                // The receive of reply i is posted before send i: the first one ahead of the
+                // first send, each later one right after the send before it (a reply cannot
+                // come before the send it answers), so that post runs while the server turns
+                // around, not between a reply and the next send. Exactly `count` receives,
+                // all taken by the end of the loop.
+                if count > 0 {
                     s.ep.post_recv(&dst, Cookie(0), CompletionFlags::DEFAULT)
                         .ctx("post a receive")?;
+                }
+                for i in 0..count {
+                    s.debug_assert_recvs_posted("before a send");
                     s.ep.post_send(&src, Cookie(1), CompletionFlags::SUPPRESS)
                         .ctx("post a send")?;
+                    if i + 1 < count {
+                        s.ep.post_recv(&dst, Cookie(0), CompletionFlags::DEFAULT)
+                            .ctx("post a receive")?;
+                    }
                     let c = s.completion()?;
                     if c.operation != DtoOp::Receive || c.transferred_length != size32 {
                         return Err(PerfError::Protocol(format!("unexpected completion {c:?}")));

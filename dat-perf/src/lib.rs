@@ -16,8 +16,12 @@
 //! Every command takes `--json` (one [`Record`] object per line) and `--plot FILE.png`.
 //!
 //! How the figures are made:
-//! * Latency is half a round trip. Send/recv ping-pong: the client posts a receive and a
-//!   send and waits for the echo. RDMA-write ping-pong: the client writes the server's buffer,
+//! * Latency is half a round trip. Send/recv ping-pong: the client sends and waits for the
+//!   echo; the server echoes each message. As in perftest's `ib_send_lat`, which pre-posts
+//!   its receives, no receive is posted between a message's arrival and the answering send:
+//!   the server keeps two receives posted and replaces the one a message took after its
+//!   echo; the client posts the receive for each reply right after the send before it (the
+//!   first before the first send). RDMA-write ping-pong: the client writes the server's buffer,
 //!   the server polls the last byte of its buffer (driving `Ia::progress`) and writes back
 //!   into the client's receive half, which the client polls likewise.
 //! * Bandwidth streams sends (into a window of receives), RDMA writes or RDMA reads with a

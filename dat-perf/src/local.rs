@@ -18,6 +18,9 @@ use crate::side::{Mode, Side};
 pub struct LocalPair {
     client: Option<Client>,
     server: Option<JoinHandle<PerfResult<()>>>,
+    /// The server's data EP, for its counts between chunks.
+    #[cfg(test)]
+    server_ep: dat::Ep,
 }
 
 /// How the two ends of an in-process pair get their IAs.
@@ -67,6 +70,8 @@ pub fn start(
     let addr = listener.local_addr().io_ctx("control socket")?;
     listener.set_nonblocking(true).io_ctx("control socket")?;
     let timeout = opts.timeout;
+    #[cfg(test)]
+    let server_ep = server_side.ep.clone();
     let server = std::thread::Builder::new()
         .name("datperf-server".into())
         .spawn(move || -> PerfResult<()> {
@@ -79,6 +84,8 @@ pub fn start(
     let mut pair = LocalPair {
         client: None,
         server: Some(server),
+        #[cfg(test)]
+        server_ep,
     };
     let stream = TcpStream::connect(addr).io_ctx("connect the control socket")?;
     let ch = Channel::new(stream)?;
@@ -234,6 +241,96 @@ mod tests {
     #[test]
     fn every_test_waiting_on_the_fabric() {
         every_test(Mode::Wait);
+    }
+
+    /// A registry of the real tcp and shm providers. `tcp-strict` breaks the connection as
+    /// soon as a send finds no receive posted (a receiver-not-ready timeout of 0, where the
+    /// default waits 5 s for one), as verbs does with no RNR retries.
+    fn real_registry() -> Registry {
+        const REGISTRY: &str = r#"
+version = 1
+default = "tcp-strict"
+
+[[ia]]
+name = "tcp-strict"
+provider = "tcp"
+params = { address = "127.0.0.1", rnr_timeout_ms = 0 }
+
+[[ia]]
+name = "shm0"
+provider = "shm"
+"#;
+        let cfg = dat_core::config::parse_toml(
+            REGISTRY,
+            dat_core::config::Source::Embedded,
+            &["tcp", "shm"],
+        )
+        .expect("parses");
+        Registry::new(
+            cfg,
+            vec![
+                std::sync::Arc::new(dat_provider_tcp::TcpProvider::new()),
+                dat_provider_shm::ShmProvider::new(),
+            ],
+        )
+    }
+
+    /// Receives posted and not yet taken on the data EPs of the client and the server.
+    fn recvs_left(pair: &mut LocalPair) -> (u64, u64) {
+        let server = pair.server_ep.status().unwrap().recvs;
+        let client = pair.client().unwrap().side().ep.status().unwrap().recvs;
+        (client, server)
+    }
+
+    /// Send/recv ping-pongs on the real providers, in every kind of chunk a figure runs
+    /// (warm-ups, then growing ones), at sizes that change between figures, with the other
+    /// tests in between: every message finds a receive posted (checked before every send of
+    /// the ping-pong in debug builds, whatever the timing; on `tcp-strict` a send that does
+    /// arrive to none also breaks the connection), and each chunk takes exactly the receives
+    /// its two ends post (one left over would take the next chunk's first message at the
+    /// wrong size, or the fence).
+    #[test]
+    fn send_recv_round_trips_take_exactly_the_receives_posted_on_tcp_and_shm() {
+        let reg = real_registry();
+        let opts = RunOpts {
+            budget: Duration::from_secs(600),
+            timeout: Duration::from_secs(30),
+            ..opts()
+        };
+        for ia in ["tcp-strict", "shm0"] {
+            let mut pair = start(
+                &reg,
+                Some(ia),
+                None,
+                1 << 12,
+                Mode::Poll,
+                Pairing::TwoIas,
+                &opts,
+            )
+            .unwrap_or_else(|e| panic!("{ia}: {e}"));
+            let mut steps = vec![
+                (Test::LatSend, 1),
+                (Test::LatSend, 4096),
+                (Test::LatWrite, 64),
+                (Test::LatSend, 64),
+            ];
+            // A stream of sends may find its receive not yet replaced, for a moment, which
+            // only `tcp-strict` does not forgive.
+            if ia == "shm0" {
+                steps.push((Test::BwSend, 256));
+            }
+            steps.push((Test::LatSend, 1));
+            for (test, size) in steps {
+                let r = pair
+                    .client()
+                    .unwrap()
+                    .measure(test, size, 400)
+                    .unwrap_or_else(|e| panic!("{ia} {test:?} {size}: {e}"));
+                assert_eq!(r.iters, 400, "{ia} {test:?} {size}");
+                assert_eq!(recvs_left(&mut pair), (0, 0), "{ia} {test:?} {size}");
+            }
+            pair.close().unwrap_or_else(|e| panic!("{ia}: {e}"));
+        }
     }
 
     #[test]

@@ -170,8 +170,11 @@ fn run_chunk(
     }
     let size32 = u32::try_from(size)
         .map_err(|_| PerfError::Unsupported(format!("size {size} above 4 GiB")))?;
+    // Receives posted ahead. The ping-pong keeps two: the receive for message i+1 must be
+    // posted before the echo of message i leaves (the client sends i+1 as soon as that echo
+    // lands), and this end posts each replacement only after its echo, off the critical path.
     let (data_recvs, win) = match test {
-        Test::LatSend => (count, 1),
+        Test::LatSend => (count, 2),
         Test::BwSend => (count, u64::from(window.clamp(1, side.max_window(false)?))),
         Test::LatWrite | Test::BwWrite | Test::BwRead => (0, 1),
     };
@@ -230,10 +233,9 @@ fn run_chunk(
                 .ctx("post the fence reply")?;
             return Ok(());
         }
-        if posted < total {
-            post_recv(&mut posted)?;
-        }
         if test == Test::LatSend {
+            // The receive of the next message (data or the fence) is already posted.
+            side.debug_assert_recvs_posted("before the echo");
             side.ep
                 .post_send(
                     &[side.lmr.triplet(0, c.transferred_length)],
@@ -241,6 +243,12 @@ fn run_chunk(
                     CompletionFlags::SUPPRESS,
                 )
                 .ctx("post the echo")?;
+        }
+        // Replaces the receive just taken (after the echo's send: perftest's order). Never
+        // more than the chunk's messages and the fence: nothing is left posted for the next
+        // chunk.
+        if posted < total {
+            post_recv(&mut posted)?;
         }
     }
 }

@@ -220,6 +220,19 @@ impl Side {
         }
     }
 
+    /// Debug builds: panics unless a receive is posted on the data EP, the send/recv
+    /// ping-pong's rule before each of its sends (the peer may answer at once, and on verbs a
+    /// message that finds no receive is NAKed receiver-not-ready and retried after the RNR
+    /// timer, or fails once `rnr_retry_count` retries are used up). Release builds, which
+    /// measure, skip the query.
+    pub fn debug_assert_recvs_posted(&self, when: &str) {
+        if cfg!(debug_assertions)
+            && let Ok(status) = self.ep.status()
+        {
+            assert!(status.recvs > 0, "no receive posted on the data EP {when}");
+        }
+    }
+
     /// The last DTO completion of a chunk in which it is this end's only event (the fence
     /// after one-sided traffic, which raises no event at its target): waits for as long as
     /// the connection is up, not just [`Side::timeout`], because the whole chunk happens
