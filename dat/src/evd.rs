@@ -27,14 +27,6 @@ use crate::sync::lock;
 /// How long a waiter drives progress and spins before it sleeps.
 const SPIN: Duration = Duration::from_micros(50);
 
-/// After this many waits in a row on one EVD whose spin ended in a sleep, a wait sleeps
-/// without spinning (its spin only took the CPU from the threads it waits for), except one in
-/// [`SPIN_RETRY`] of them, which spins again to see whether events come quickly once more.
-const SPIN_FRUITLESS: u32 = 2;
-
-/// See [`SPIN_FRUITLESS`].
-const SPIN_RETRY: u32 = 16;
-
 struct EvdState {
     q: EvdQueue,
     sleepers: u32,
@@ -61,9 +53,6 @@ pub(crate) struct EvdInner {
     /// False while the EVD is unwaitable (`dat_evd_set_unwaitable`): the queue's flag, read
     /// by a wait's fast path without the state lock. Written under the state lock.
     waitable: AtomicBool,
-    /// Waits in a row whose spin ended in a sleep (see [`SPIN_FRUITLESS`]); 0 after a wait
-    /// served without sleeping. A hint: plain loads and stores, any thread.
-    fruitless_spins: AtomicU32,
     /// DAT references: EPs, service points and the IA that use this EVD.
     pub(crate) refs: AtomicU32,
     freed: AtomicBool,
@@ -233,7 +222,6 @@ impl Evd {
                 maybe_ready: AtomicBool::new(true),
                 handoff_ok: AtomicBool::new(dto),
                 waitable: AtomicBool::new(true),
-                fruitless_spins: AtomicU32::new(0),
                 refs: AtomicU32::new(0),
                 freed: AtomicBool::new(false),
                 is_async,
@@ -318,8 +306,6 @@ impl Evd {
         let mut can_block = true;
         // Whether `progress` ran since the last sleep.
         let mut progressed = false;
-        // Whether this wait slept (its spin, if any, was fruitless).
-        let mut slept = false;
         let mut st = lock(&self.inner.state);
         self.inner.maybe_ready.store(true, Ordering::Release);
         st.q.begin_wait(threshold, true)?;
@@ -330,15 +316,6 @@ impl Evd {
                     // Idle again: the next wait or dequeue may take the fast path.
                     self.inner.maybe_ready.store(false, Ordering::Release);
                 }
-                let f = &self.inner.fruitless_spins;
-                f.store(
-                    if slept {
-                        f.load(Ordering::Relaxed).wrapping_add(1)
-                    } else {
-                        0
-                    },
-                    Ordering::Relaxed,
-                );
                 return Ok(done);
             }
             let stop = match st.q.wait_status() {
@@ -367,15 +344,8 @@ impl Evd {
                 continue;
             }
             let now = Instant::now();
-            let (deadline, spin_until) = *clock.get_or_insert_with(|| {
-                let f = self.inner.fruitless_spins.load(Ordering::Relaxed);
-                let spin = if f >= SPIN_FRUITLESS && !f.is_multiple_of(SPIN_RETRY) {
-                    Duration::ZERO
-                } else {
-                    SPIN
-                };
-                (timeout.duration().map(|d| now + d), now + spin)
-            });
+            let (deadline, spin_until) =
+                *clock.get_or_insert_with(|| (timeout.duration().map(|d| now + d), now + SPIN));
             if deadline.is_some_and(|d| now >= d) {
                 st.q.end_wait();
                 return Err(DatError::TIMEOUT_EXPIRED);
@@ -400,7 +370,6 @@ impl Evd {
                 continue;
             }
             progressed = false;
-            slept = true;
             let slice = deadline.map_or(Duration::from_secs(3600), |d| d - now);
             // Sleep in the transport's own primitive where it has one (one wake-up: the
             // transport's); a push meanwhile ends it through `Transport::unblock`.
