@@ -342,6 +342,17 @@ pub struct SrqConfig {
     pub max_recv_iov: u32,
 }
 
+/// An endpoint's own post entry ([`Transport::ep_post`]).
+pub trait EpPost: Send + Sync {
+    /// Posts `wr` on this endpoint, as [`Transport::post`] with its id does: the same checks
+    /// and outcomes, also once the endpoint was freed ([`Transport::free_ep`]) or its IA
+    /// closed, when `post` would no longer find it.
+    ///
+    /// # Errors
+    /// As [`Transport::post`].
+    fn post(&self, wr: WorkRequest) -> DatResult<()>;
+}
+
 /// One open IA of a provider. Every method is called only after the core validated the call.
 pub trait Transport: Send + Sync {
     /// Adapter attributes (limits, address).
@@ -484,6 +495,14 @@ pub trait Transport: Send + Sync {
     /// # Errors
     /// `DAT_INSUFFICIENT_RESOURCES` when the queue is full.
     fn post(&self, ep: EpId, wr: WorkRequest) -> DatResult<()>;
+
+    /// The endpoint's own post entry, if the transport has one: the core asks once, after
+    /// [`Transport::create_ep`] succeeded, and then posts through it instead of
+    /// [`Transport::post`], which saves the transport's lookup of the endpoint by its id on
+    /// every post. `None` (the default): every post goes through [`Transport::post`].
+    fn ep_post(&self, _ep: EpId) -> Option<Arc<dyn EpPost>> {
+        None
+    }
 
     /// Creates a shared receive queue.
     ///

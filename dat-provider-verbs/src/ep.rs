@@ -127,6 +127,9 @@ pub struct EpSt {
     /// A terminal fact's flushes are being delivered (`ia::Shared::fail_ep`): a post then
     /// joins them (kept, not given to the QP) so that its flush comes after theirs.
     pub flushing: bool,
+    /// Freed (`free_ep`) or its IA closed: a post through the endpoint's own entry
+    /// (`dat_core::provider::EpPost`) is refused as one by its id then is.
+    pub freed: bool,
 }
 
 /// One endpoint.
@@ -176,6 +179,7 @@ impl Ep {
                 srq: None,
                 binds: std::collections::HashMap::new(),
                 flushing: false,
+                freed: false,
             }),
         }
     }

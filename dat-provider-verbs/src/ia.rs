@@ -508,6 +508,7 @@ impl Shared {
             let cm = {
                 let mut st = ep.st.lock();
                 let cm = self.drop_cm(&mut st);
+                st.freed = true;
                 st.forget_posted();
                 st.recvs.clear();
                 st.cqs.clear();

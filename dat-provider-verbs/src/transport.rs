@@ -9,9 +9,10 @@ use std::thread::JoinHandle;
 use std::time::Instant;
 
 use dat_core::error::{DatError, DatResult, ErrorType, Subtype};
+use dat_core::flag_lock::FlagGuard;
 use dat_core::mem::Buffer;
 use dat_core::provider::{
-    CmFact, EpConfig, EpUpcalls, IaUpcalls, MemKeys, OpenError, PostOp, RmrBind, SpUpcalls,
+    CmFact, EpConfig, EpPost, EpUpcalls, IaUpcalls, MemKeys, OpenError, PostOp, RmrBind, SpUpcalls,
     SrqConfig, Transport, WorkRequest,
 };
 use dat_core::types::{
@@ -23,7 +24,7 @@ use crate::attr::{self, DeviceFacts, MAX_PRIVATE_DATA};
 use crate::cm::{CmId, MAX_REQ_DATA_WITH_QUAL, frame, frame_req};
 use crate::device::{self, Context, FindError, Pd};
 use crate::ep::{
-    Ep, Phase, WR_BIND, WR_RECV, WR_SRQ, post_bind, post_marker, post_recv, post_send,
+    Ep, EpSt, Phase, WR_BIND, WR_RECV, WR_SRQ, post_bind, post_marker, post_recv, post_send,
 };
 use crate::ia::{
     GRACEFUL_LIMIT, Limits, RESOLVE_LIMIT, RESOLVE_MS, Shared, SrqSlot, lock, read, write,
@@ -278,6 +279,7 @@ impl Transport for VerbsIa {
                 cm.disconnect();
             }
             st.phase = Phase::Done;
+            st.freed = true;
             cm
         };
         drop(cm);
@@ -490,66 +492,15 @@ impl Transport for VerbsIa {
     }
 
     fn post(&self, ep: EpId, wr: WorkRequest) -> DatResult<()> {
-        // Looked up under the map's read lock, held for the post (no reference count taken:
-        // the map is written only by endpoint creation, free and close, which hold no
-        // endpoint's lock while they wait for it).
-        let eps = read(&self.shared.eps);
-        let ep = eps
-            .get(&ep)
-            .ok_or_else(|| DatError::invalid_state(Subtype::NoSubtype))?;
-        let recv = wr.op == PostOp::Recv;
-        let full = |e: io::Error| {
-            tracing::debug!(error = %e, "post failed");
-            match e.raw_os_error() {
-                Some(libc::ENOMEM) => DatError::resources(Subtype::NoSubtype),
-                _ => DatError::new(ErrorType::InternalError, Subtype::NoSubtype),
-            }
-        };
-        let mut st = ep.st.lock();
-        let qp = st.cm.as_ref().map_or(std::ptr::null_mut(), CmId::qp);
-        if st.phase == Phase::Done && !qp.is_null() {
-            // The terminal fact is reported (or being reported): the QP is in error and the
-            // request completes as flushed, after the flushes of the fact (see `fail_ep`).
-            if st.flushing {
-                let q = if recv { &mut st.recvs } else { &mut st.sends };
-                q.reserve_one();
-                q.push_reserved(std::mem::ManuallyDrop::new(wr), true, false);
-                return Ok(());
-            }
-            drop(st);
-            let ep = ep.clone();
-            drop(eps);
-            Shared::flush_now(&ep, &wr);
-            return Ok(());
-        }
-        if recv {
-            // Room first: the request moves into it with no call between (`push_reserved`).
-            st.recvs.reserve_one();
-            let posted = !qp.is_null();
-            if posted {
-                post_recv(qp, None, st.recvs.next_seq() | WR_RECV, &wr).map_err(full)?;
-            }
-            st.recvs
-                .push_reserved(std::mem::ManuallyDrop::new(wr), true, posted);
-            return Ok(());
-        }
-        if qp.is_null() {
-            drop(st);
-            let ep = ep.clone();
-            drop(eps);
-            Shared::flush_now(&ep, &wr);
-            return Ok(());
-        }
-        // Pushed after the post but under the lock the completion's handler takes, so it
-        // waits for this push.
-        st.sends.reserve_one();
-        let mut sig = st.sig;
-        let signaled = sig.next(may_skip_signal(wr.flags, wr.op));
-        post_send(qp, st.sends.next_seq(), &wr, (st.max_inline, signaled)).map_err(full)?;
-        st.sig = sig;
-        st.sends
-            .push_reserved(std::mem::ManuallyDrop::new(wr), signaled, true);
-        Ok(())
+        // The core posts through the endpoint's own entry (`ep_post`); this way is left for a
+        // core that does not.
+        let ep = self.ep(ep)?;
+        post_on(&ep, wr)
+    }
+
+    fn ep_post(&self, ep: EpId) -> Option<Arc<dyn EpPost>> {
+        let ep: Arc<dyn EpPost> = self.ep(ep).ok()?;
+        Some(ep)
     }
 
     fn create_srq(&self, srq: SrqId, cfg: &SrqConfig) -> DatResult<()> {
@@ -647,5 +598,173 @@ impl Transport for VerbsIa {
 impl Drop for VerbsIa {
     fn drop(&mut self) {
         self.close();
+    }
+}
+
+/// The endpoint's own post entry: no lookup of the endpoint by id (`Transport::ep_post`).
+/// An endpoint freed (`free_ep`) or whose IA closed (`Shared::close_all`) is marked so under
+/// its lock, and a post then fails as `Transport::post` does for an id it no longer finds.
+impl EpPost for Ep {
+    fn post(&self, wr: WorkRequest) -> DatResult<()> {
+        post_on(self, wr)
+    }
+}
+
+/// Posts `wr` on `ep`: to its QP when it has one and no terminal fact was reported, else
+/// aside ([`post_aside`]).
+#[inline(always)]
+fn post_on(ep: &Ep, wr: WorkRequest) -> DatResult<()> {
+    let mut st = ep.st.lock();
+    let qp = st.cm.as_ref().map_or(std::ptr::null_mut(), CmId::qp);
+    if qp.is_null() || st.phase == Phase::Done || st.freed {
+        return post_aside(ep, st, qp, wr);
+    }
+    if wr.op == PostOp::Recv {
+        // Room first: the request moves into it with no call between (`push_reserved`).
+        st.recvs.reserve_one();
+        post_recv(qp, None, st.recvs.next_seq() | WR_RECV, &wr).map_err(post_failed)?;
+        st.recvs
+            .push_reserved(std::mem::ManuallyDrop::new(wr), true, true);
+        return Ok(());
+    }
+    // Pushed after the post but under the lock the completion's handler takes, so it waits
+    // for this push.
+    st.sends.reserve_one();
+    let mut sig = st.sig;
+    let signaled = sig.next(may_skip_signal(wr.flags, wr.op));
+    post_send(qp, st.sends.next_seq(), &wr, (st.max_inline, signaled)).map_err(post_failed)?;
+    st.sig = sig;
+    st.sends
+        .push_reserved(std::mem::ManuallyDrop::new(wr), signaled, true);
+    Ok(())
+}
+
+/// A post on an endpoint without a QP, or whose terminal fact was reported (out of the
+/// post's line): refused once the endpoint is freed; a receive waits for the QP; any other
+/// request, or one after the terminal fact, completes as flushed (after the fact's flushes
+/// while those are being delivered, see `fail_ep`).
+#[cold]
+#[inline(never)]
+fn post_aside(
+    ep: &Ep,
+    mut st: FlagGuard<'_, EpSt>,
+    qp: *mut rdma_sys::ibv_qp,
+    wr: WorkRequest,
+) -> DatResult<()> {
+    if st.freed {
+        return Err(DatError::invalid_state(Subtype::NoSubtype));
+    }
+    let recv = wr.op == PostOp::Recv;
+    if !qp.is_null() {
+        // The terminal fact is reported (or being reported): the QP is in error.
+        if st.flushing {
+            let q = if recv { &mut st.recvs } else { &mut st.sends };
+            q.reserve_one();
+            q.push_reserved(std::mem::ManuallyDrop::new(wr), true, false);
+            return Ok(());
+        }
+    } else if recv {
+        st.recvs.reserve_one();
+        st.recvs
+            .push_reserved(std::mem::ManuallyDrop::new(wr), true, false);
+        return Ok(());
+    }
+    drop(st);
+    Shared::flush_now(ep, &wr);
+    Ok(())
+}
+
+/// The error of a refused `ibv_post_send` or `ibv_post_recv` (out of the post's line).
+#[cold]
+#[inline(never)]
+fn post_failed(e: io::Error) -> DatError {
+    tracing::debug!(error = %e, "post failed");
+    match e.raw_os_error() {
+        Some(libc::ENOMEM) => DatError::resources(Subtype::NoSubtype),
+        _ => DatError::new(ErrorType::InternalError, Subtype::NoSubtype),
+    }
+}
+
+#[cfg(test)]
+mod post_entry_tests {
+    use std::sync::Mutex;
+
+    use dat_core::ep::attr::{EpLimits, default_attr};
+    use dat_core::mem::SegList;
+    use dat_core::provider::Completion;
+    use dat_core::types::{CompletionFlags, Cookie, DtoStatus};
+
+    use super::*;
+
+    /// Records the completions an endpoint reports.
+    #[derive(Default)]
+    struct Seen(Mutex<Vec<Completion>>);
+
+    impl EpUpcalls for Seen {
+        fn completion(&self, c: Completion) {
+            self.0.lock().unwrap().push(c);
+        }
+        fn cm(&self, _fact: CmFact) {}
+        fn retired(&self, _n: u32) {}
+    }
+
+    fn endpoint(seen: &Arc<Seen>) -> Arc<Ep> {
+        let limits = EpLimits {
+            max_message_size: 1 << 20,
+            max_rdma_size: 1 << 20,
+            max_dtos: 16,
+            max_iov: 4,
+            max_rdma_read_in: 1,
+            max_rdma_read_out: 1,
+            max_rdma_read_iov: 4,
+            max_rdma_write_iov: 4,
+        };
+        let cfg = EpConfig {
+            pz: None,
+            recv_evd: None,
+            request_evd: None,
+            connect_evd: None,
+            srq: None,
+            attr: default_attr(&limits),
+        };
+        Arc::new(Ep::new(EpId(1), cfg, seen.clone(), 0))
+    }
+
+    fn request(op: PostOp, cookie: u64) -> WorkRequest {
+        WorkRequest {
+            op,
+            segs: SegList::new(),
+            cookie: Cookie(cookie),
+            flags: CompletionFlags::empty(),
+        }
+    }
+
+    /// Without a QP (no device needed): a send completes as flushed and a receive waits for
+    /// the QP, as `Transport::post` did; once the endpoint is marked freed (as `free_ep` and
+    /// the IA's close mark it) every post is refused with the code `Transport::post` gives an
+    /// id it no longer finds, and reports nothing.
+    #[test]
+    fn the_post_entry_refuses_a_freed_endpoint() {
+        let seen = Arc::new(Seen::default());
+        let ep = endpoint(&seen);
+        let to: Arc<dyn EpPost> = ep.clone();
+        to.post(request(PostOp::Send, 7)).unwrap();
+        to.post(request(PostOp::Recv, 8)).unwrap();
+        {
+            let got = seen.0.lock().unwrap();
+            assert_eq!(got.len(), 1);
+            assert_eq!(
+                (got[0].cookie, got[0].status),
+                (Cookie(7), DtoStatus::Flushed)
+            );
+        }
+        assert_eq!(ep.st.lock().recvs.iter().count(), 1);
+        ep.st.lock().freed = true;
+        for op in [PostOp::Send, PostOp::Recv] {
+            let e = to.post(request(op, 9)).unwrap_err();
+            assert_eq!(e, DatError::invalid_state(Subtype::NoSubtype));
+        }
+        assert_eq!(seen.0.lock().unwrap().len(), 1);
+        assert_eq!(ep.st.lock().recvs.iter().count(), 1);
     }
 }

@@ -8,12 +8,13 @@ use dat_core::ep::attr::{EpLimits, default_attr, validate_attr};
 use dat_core::ep::state::{Actions, EpState, Input, Outcome, transition};
 use dat_core::error::{ErrorType, Subtype};
 use dat_core::evd::{Event, EventData, Signal};
-use dat_core::provider::{CmFact, Completion, EpConfig, EpUpcalls};
+use dat_core::provider::{CmFact, Completion, EpConfig, EpPost, EpUpcalls};
 use dat_core::types::{
     CloseFlags, ConnQual, CrId, EpAttr, EpId, EvdFlags, IaAddress, Qos, Timeout,
 };
 use dat_core::{DatError, DatResult};
 
+use crate::dyn_arc::DynArc;
 use crate::ep_cell::{CoreGuard, EpCell};
 use crate::ep_route::Routes;
 use crate::evd::Evd;
@@ -128,6 +129,9 @@ pub(crate) struct EpInner {
     pub(crate) ia: Arc<IaInner>,
     pub(crate) core: EpCell,
     pub(crate) freed: AtomicBool,
+    /// The transport's own post entry of this endpoint (`Transport::ep_post`), if it has
+    /// one: a post through it skips the transport's lookup of the endpoint by id.
+    pub(crate) post_to: Option<DynArc<dyn EpPost>>,
 }
 
 impl crate::Freeable for EpInner {
@@ -456,20 +460,33 @@ impl Ep {
     fn create(ia: &Arc<IaInner>, core: EpCore) -> DatResult<Ep> {
         let id = EpId(ia.next_id());
         let cfg = core.cfg.clone();
-        let inner = Arc::new(EpInner {
-            id,
-            ia: ia.clone(),
-            core: EpCell::new(id, core),
-            freed: AtomicBool::new(false),
+        let core = EpCell::new(id, core);
+        let routes = core.routes().clone();
+        // Made around the transport's endpoint, so that it can hold the transport's post
+        // entry, asked for once the endpoint exists.
+        let mut made = Ok(());
+        let inner = Arc::new_cyclic(|me: &Weak<EpInner>| {
+            made = ia.transport.create_ep(
+                id,
+                &cfg,
+                Arc::new(EpLink {
+                    ep: me.clone(),
+                    routes,
+                }),
+            );
+            let post_to = match made {
+                Ok(()) => ia.transport.ep_post(id).map(DynArc::new),
+                Err(_) => None,
+            };
+            EpInner {
+                id,
+                ia: ia.clone(),
+                core,
+                freed: AtomicBool::new(false),
+                post_to,
+            }
         });
-        ia.transport.create_ep(
-            id,
-            &cfg,
-            Arc::new(EpLink {
-                ep: Arc::downgrade(&inner),
-                routes: inner.core.routes().clone(),
-            }),
-        )?;
+        made?;
         take_refs(&inner.core.lock());
         ia.children().eps.insert(id.0, Arc::downgrade(&inner));
         Ok(Ep { inner })

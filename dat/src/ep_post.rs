@@ -192,7 +192,8 @@ impl Ep {
             // The usual post, one non-empty segment: its request is built where the
             // transport's call takes it (no list is pushed to or borrowed on the way, nor
             // does the request pass through another function's parameter: each made the
-            // compiler copy the 128-byte request).
+            // compiler copy the 128-byte request; the match on the post entry below is
+            // checked not to add one).
             if let [t] = iov
                 && t.segment_length != 0
             {
@@ -200,15 +201,16 @@ impl Ep {
                 let recv = op == PostOp::Recv;
                 let routes = inner.core.routes();
                 routes.posting(recv, me);
-                let r = inner.ia.transport.post(
-                    inner.id,
-                    WorkRequest {
-                        op,
-                        segs: one_segment(seg),
-                        cookie,
-                        flags,
-                    },
-                );
+                let wr = WorkRequest {
+                    op,
+                    segs: one_segment(seg),
+                    cookie,
+                    flags,
+                };
+                let r = match &inner.post_to {
+                    Some(to) => to.post(wr),
+                    None => inner.ia.transport.post(inner.id, wr),
+                };
                 if r.is_err() {
                     routes.unpost(recv);
                 }
@@ -270,7 +272,10 @@ impl Ep {
 fn submit(inner: &EpInner, wr: WorkRequest, recv: bool, me: u64) -> DatResult<()> {
     let routes = inner.core.routes();
     routes.posting(recv, me);
-    let r = inner.ia.transport.post(inner.id, wr);
+    let r = match &inner.post_to {
+        Some(to) => to.post(wr),
+        None => inner.ia.transport.post(inner.id, wr),
+    };
     if r.is_err() {
         routes.unpost(recv);
     }
