@@ -21,7 +21,8 @@
 # tools directory are copied under the output directory (rxe-vm refuses to share a system
 # directory). Environment: RXE_VM (the rxe-vm script), RXE_CG_ITERS (operations or round
 # trips), RXE_CG_DAPL_MODE (capi: `p`, the default, polls with dat_evd_dequeue; `b` waits
-# with dat_evd_wait). Output: target/rxe-callgrind/MODE/.
+# with dat_evd_wait), RXE_CG_VG_OPTS (more callgrind options, for example `--dump-instr=yes`
+# for callgrind_annotate's per-instruction view). Output: target/rxe-callgrind/MODE/.
 set -euo pipefail
 # shellcheck source=rxe-bench-lib.sh
 . "$(dirname "$0")/rxe-bench-lib.sh"
@@ -37,7 +38,8 @@ if [ "${1:-}" = --guest ]; then
     mode=$1 out=$2 iters=$3 vg=$4
     shift 4
     export DAT_CONF=$PWD/dat-provider-verbs/tests/rxe.toml VALGRIND_LIB=$out/vglib
-    cg=("$vg" --tool=callgrind)
+    # shellcheck disable=SC2206 # word splitting wanted: several options
+    cg=("$vg" --tool=callgrind ${RXE_CG_VG_OPTS:-})
     for pair in "$@"; do
         l=${pair%%=*} d=${pair#*=}
         case $mode in
@@ -126,6 +128,7 @@ for a in "$@"; do
 done
 "$vm" --timeout 1800 --share "$root" \
     --env RUST_LOG="${RUST_LOG:-warn}" --env RXE_CG_DAPL_MODE="${RXE_CG_DAPL_MODE:-p}" \
+    --env RXE_CG_VG_OPTS="${RXE_CG_VG_OPTS:-}" \
     -- "$root/scripts/rxe-callgrind.sh" --guest "$mode" "$out" "$iters" "$out/valgrind" "${pairs[@]}"
 for pair in "${pairs[@]}"; do
     l=${pair%%=*}
