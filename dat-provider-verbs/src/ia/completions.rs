@@ -52,7 +52,9 @@ impl Shared {
                 if let Some((id, slot)) = entry.as_ref()
                     && *id == evd
                 {
-                    return self.poll_cq(slot, false);
+                    // The usual dequeue: the poll inlined (one function's entry and exit
+                    // instead of two, and `wait` known).
+                    return self.poll_cq_inline(slot, false);
                 }
                 // Looked up and stored under the entry's lock (see `remove_cq`).
                 if let Some(slot) = read(&self.cqs).get(&evd).cloned() {
@@ -71,7 +73,14 @@ impl Shared {
 
     /// Polls `slot` until a poll returns fewer work completions than it had room for, and
     /// delivers them. With `wait` false a CQ another thread is polling is skipped.
+    #[inline(never)]
     pub fn poll_cq(&self, slot: &CqSlot, wait: bool) -> bool {
+        self.poll_cq_inline(slot, wait)
+    }
+
+    /// [`Shared::poll_cq`], inlined where a dequeue finds its EVD's CQ in the cache.
+    #[inline(always)]
+    fn poll_cq_inline(&self, slot: &CqSlot, wait: bool) -> bool {
         let mut g = if wait {
             slot.poll.lock()
         } else {
@@ -108,8 +117,9 @@ impl Shared {
     }
 
     /// The endpoint of QP `qpn`: the CQ's last one if `by_qpn` has not changed since it was
-    /// looked up (no lock, no hash), else `by_qpn`'s, remembered in `last`.
-    #[inline]
+    /// looked up (no lock, no hash), else `by_qpn`'s, remembered in `last`
+    /// ([`Shared::endpoint_lookup`], out of line).
+    #[inline(always)]
     fn endpoint_of(&self, qpn: u32, last: &mut LastEp) -> Option<Arc<Ep>> {
         // Loaded before any lookup: a change of `by_qpn` after it makes the entry stale.
         let generation = self.qpn_gen.load(Ordering::Acquire);
@@ -119,6 +129,13 @@ impl Shared {
         {
             return Some(ep);
         }
+        self.endpoint_lookup(qpn, generation, last)
+    }
+
+    /// [`Shared::endpoint_of`] when the CQ's last endpoint is not that of `qpn` or is stale:
+    /// `by_qpn`'s, remembered in `last` with `generation` (loaded before this lookup).
+    #[inline(never)]
+    fn endpoint_lookup(&self, qpn: u32, generation: u64, last: &mut LastEp) -> Option<Arc<Ep>> {
         let ep = read(&self.by_qpn).get(&qpn).cloned()?;
         *last = LastEp {
             qpn,
@@ -129,6 +146,9 @@ impl Shared {
     }
 
     /// Delivers one work completion (the caller holds the CQ's lock, which guards `last`).
+    /// Inlined into the poll: its own call would cost a function's entry and exit per
+    /// completion.
+    #[inline(always)]
     fn handle_wc(&self, wc: &sys::ibv_wc, last: &mut LastEp) {
         let Some(ep) = self.endpoint_of(wc.qp_num, last) else {
             tracing::debug!(qpn = wc.qp_num, "completion of a QP that is gone");
