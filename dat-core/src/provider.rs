@@ -565,7 +565,7 @@ pub trait Transport: Send + Sync {
     /// Sleeps on the calling thread in the transport's own primitive (an eventfd, a CQ
     /// channel) for at most `timeout`, waiting for events of `evd` (the EVD the caller waits
     /// on: a transport with a completion queue per EVD sleeps on that one only), then makes
-    /// progress there as [`Transport::progress`] does: a waiter woken by the transport takes
+    /// progress there, at least on what concerns `evd`: a waiter woken by the transport takes
     /// its completions with one wake-up instead of two (provider thread, then the facade's
     /// condition variable). Returns early on a [`Transport::unblock`] of `evd`, on activity,
     /// or spuriously; the caller looks at its queue again either way.

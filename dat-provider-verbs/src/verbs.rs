@@ -166,7 +166,7 @@ impl Cq {
     /// there was one. One read: the channel is the CQ's own and [`Cq::arm`] requests an event
     /// only after the last one was taken, so at most one waits there (a second, were there
     /// one, keeps the channel readable for the next look).
-    pub fn take_events(&self) -> bool {
+    pub fn take_event(&self) -> bool {
         self.channel.take_event()
     }
 

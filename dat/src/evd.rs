@@ -104,6 +104,14 @@ impl EvdInner {
         self.queue_dto(c, signal);
     }
 
+    /// The transport's look at this EVD's completions (`progress_evd`) with the EVD's poll
+    /// open for a hand-off (`crate::handoff`): whether it moved anything, and the completion
+    /// handed to this call, if any.
+    #[inline(always)]
+    fn poll_handed(&self) -> (bool, Option<DtoCompletion>) {
+        crate::handoff::poll::<EvdInner>(self, || self.transport.progress_evd(self.id))
+    }
+
     /// The queued way of [`EvdInner::push_dto`] (out of line: the hand-off is the hot path).
     #[inline(never)]
     fn queue_dto(&self, c: DtoCompletion, signal: Signal) {
@@ -279,23 +287,20 @@ impl Evd {
         // clear) first looks as a dequeue does: a completion the transport finds now is handed
         // to this call (`crate::handoff`) without registering the waiter, queueing and popping
         // it, as the event a wait completing at once would return.
-        if threshold == 1
+        // Whether this EVD's completions were looked at so (the loop's first look is then
+        // not made again).
+        let fast = threshold == 1
             && !self.inner.maybe_ready.load(Ordering::Acquire)
-            && self.inner.waitable.load(Ordering::Acquire)
-        {
-            let (_, handed) = crate::handoff::poll::<EvdInner>(&self.inner, || {
-                self.inner.transport.progress_evd(self.inner.id)
-            });
-            if let Some(c) = handed {
-                crate::pace::busy_poll();
-                // Completions found after it were queued (which set `maybe_ready`).
-                let nmore = if self.inner.maybe_ready.load(Ordering::Acquire) {
-                    u32::try_from(lock(&self.inner.state).q.len()).unwrap_or(u32::MAX)
-                } else {
-                    0
-                };
-                return Ok((Event::dto(c), nmore));
-            }
+            && self.inner.waitable.load(Ordering::Acquire);
+        if fast && let (_, Some(c)) = self.inner.poll_handed() {
+            crate::pace::busy_poll();
+            // Completions found after it were queued (which set `maybe_ready`).
+            let nmore = if self.inner.maybe_ready.load(Ordering::Acquire) {
+                u32::try_from(lock(&self.inner.state).q.len()).unwrap_or(u32::MAX)
+            } else {
+                0
+            };
+            return Ok((Event::dto(c), nmore));
         }
         // The deadline and the end of the spin, from the first clock read, which waits until
         // the queue and one look of the transport at this EVD's completions found nothing: a
@@ -333,7 +338,7 @@ impl Evd {
                 st.q.end_wait();
                 return Err(e);
             }
-            if clock.is_none() && !progressed {
+            if clock.is_none() && !progressed && !fast {
                 // The first look: this EVD's own completions, as a dequeue looks.
                 drop(st);
                 if self.inner.transport.progress_evd(self.inner.id) {
@@ -410,9 +415,7 @@ impl Evd {
                 }
             }
         }
-        let (progressed, handed) = crate::handoff::poll::<EvdInner>(&self.inner, || {
-            self.inner.transport.progress_evd(self.inner.id)
-        });
+        let (progressed, handed) = self.inner.poll_handed();
         if let Some(c) = handed {
             crate::pace::busy_poll();
             return Ok(Event::dto(c));

@@ -106,7 +106,7 @@ impl Shared {
             let mut any = false;
             for (slot, f) in cqs.iter().flat_map(|c| c.iter()).zip(&fds[FIXED..]) {
                 if f.revents != 0 {
-                    any |= slot.cq.take_events();
+                    any |= slot.cq.take_event();
                 }
             }
             if any {

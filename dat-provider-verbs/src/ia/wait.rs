@@ -139,7 +139,7 @@ impl Shared {
             if let Some(slot) = &own {
                 // The event thread may watch this channel too (while it has armed every
                 // CQ): it must arm this CQ again once the application goes quiet.
-                if slot.cq.take_events() && self.armed.swap(false, Ordering::AcqRel) {
+                if slot.cq.take_event() && self.armed.swap(false, Ordering::AcqRel) {
                     self.wake();
                 }
                 self.poll_cq(slot, true);
