@@ -146,3 +146,35 @@ fn the_c_example_consumer_runs_or_stops_at_open() {
         );
     }
 }
+
+/// The `p_memsz` of the ELF64 file's `PT_TLS` program header (0 without one).
+fn tls_size(elf: &[u8]) -> u64 {
+    let u16_at = |o: usize| u16::from_le_bytes(elf[o..o + 2].try_into().expect("2 bytes"));
+    let u32_at = |o: usize| u32::from_le_bytes(elf[o..o + 4].try_into().expect("4 bytes"));
+    let u64_at = |o: usize| u64::from_le_bytes(elf[o..o + 8].try_into().expect("8 bytes"));
+    assert_eq!(&elf[..5], b"\x7fELF\x02", "not an ELF64 file");
+    let phoff = usize::try_from(u64_at(0x20)).expect("offset");
+    let (entsize, num) = (usize::from(u16_at(0x36)), usize::from(u16_at(0x38)));
+    (0..num)
+        .map(|i| phoff + i * entsize)
+        .find(|&h| u32_at(h) == 7) // PT_TLS
+        .map_or(0, |h| u64_at(h + 0x28))
+}
+
+/// libdat2 `dlopen`s the library: glibc gives a dlopened library static TLS (what makes a
+/// TLS-descriptor access a two-instruction return, `.cargo/config.toml`) only if its
+/// thread-locals fit in the 512 bytes of optional static TLS. A thread-local that grows it
+/// past them puts `__tls_get_addr`-like calls back on every post and dequeue (the post
+/// cache's 776 bytes of slots did, before they were boxed).
+#[test]
+fn the_library_tls_fits_static_tls() {
+    let so = cdylib();
+    let elf = std::fs::read(&so).expect("read the library");
+    let size = tls_size(&elf);
+    assert!(size > 0, "{} has no PT_TLS", so.display());
+    assert!(
+        size <= 512,
+        "{}: {size} bytes of TLS, more than glibc's 512 of optional static TLS",
+        so.display()
+    );
+}

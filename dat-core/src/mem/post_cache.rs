@@ -75,15 +75,14 @@ pub struct Slots {
 }
 
 thread_local! {
-    // No destructor, so that a post reads it with a plain thread-relative load (a key with
-    // a destructor is checked for its state at every access); `OWNER` gives back what the
-    // entries own when the thread ends.
-    static CACHE: Slots = const {
-        Slots {
-            entries: [const { Cell::new(Entry::EMPTY) }; WAYS],
-            thread: Cell::new(0),
-        }
-    };
+    // The thread's `Slots`, allocated at its first use ([`slots`]), or null. A pointer, not
+    // the slots themselves (800 bytes): a shared library's thread-locals that fit in glibc's
+    // 512 bytes of optional static TLS are reached without a call into the dynamic linker
+    // when built with TLS descriptors (`.cargo/config.toml`), and `libdat_capi.so`'s did
+    // not fit with the slots inside. No destructor, so that a post reads it with a plain
+    // thread-relative load (a key with a destructor is checked for its state at every
+    // access); `OWNER` gives back what the entries own, and frees them, when the thread ends.
+    static CACHE: Cell<*const Slots> = const { Cell::new(std::ptr::null()) };
     static OWNER: Owner = const { Owner };
 }
 
@@ -101,10 +100,41 @@ pub fn thread_number() -> u64 {
 /// `Sync`).
 #[inline(always)]
 pub fn slots() -> &'static Slots {
-    let p: *const Slots = CACHE.with(std::ptr::from_ref);
-    // SAFETY: `CACHE` has no destructor, so its storage stays valid for as long as the
-    // thread runs; `Slots` is made of `Cell`s (not `Sync`), so the reference cannot be sent
-    // to or shared with another thread.
+    let p = CACHE.with(Cell::get);
+    if p.is_null() {
+        return new_slots();
+    }
+    // SAFETY: a non-null `CACHE` points to this thread's `Slots` (from `Box::into_raw` in
+    // `new_slots`), freed only by `Owner::drop`, which nulls `CACHE` first; `Slots` is made
+    // of `Cell`s (not `Sync`), so the reference cannot be sent to or shared with another
+    // thread.
+    unsafe { &*p }
+}
+
+/// This thread's slots if it has any (no allocation): for a segment's drop, which only
+/// gives a credit back to an entry that holds its memory.
+#[inline(always)]
+fn try_slots() -> Option<&'static Slots> {
+    let p = CACHE.with(Cell::get);
+    // SAFETY: as in `slots`.
+    (!p.is_null()).then(|| unsafe { &*p })
+}
+
+/// Allocates this thread's slots (its first post, or one after its `Owner` was dropped:
+/// a post from another thread-local's destructor, which gets empty slots, a new number,
+/// and never fills them, see [`fill`]).
+#[cold]
+fn new_slots() -> &'static Slots {
+    let b = Box::new(Slots {
+        entries: [const { Cell::new(Entry::EMPTY) }; WAYS],
+        thread: Cell::new(0),
+    });
+    let p = Box::into_raw(b);
+    CACHE.with(|c| c.set(p));
+    // Registers the destructor that frees them (after it ran, this thread's destructors
+    // are running: the slots are then left to the end of the process).
+    let _ = OWNER.try_with(|_| ());
+    // SAFETY: just allocated and stored; freed only by `Owner::drop` (see `slots`).
     unsafe { &*p }
 }
 
@@ -146,7 +176,15 @@ struct Owner;
 impl Drop for Owner {
     fn drop(&mut self) {
         let _ = CACHE.try_with(|c| {
-            for e in &c.entries {
+            let p = c.replace(std::ptr::null());
+            if p.is_null() {
+                return;
+            }
+            // SAFETY: `p` came from `Box::into_raw` in `new_slots` and `CACHE` no longer
+            // names it, so this is its only owner (no reference from `slots` outlives the
+            // post or drop that took it, and this thread is ending).
+            let slots = unsafe { Box::from_raw(p.cast_mut()) };
+            for e in &slots.entries {
                 release(e.replace(Entry::EMPTY));
             }
         });
@@ -244,7 +282,7 @@ fn refill(cell: &Cell<Entry>, region: &Region) -> SegBuf {
 /// entry holds `p` and has room.
 #[inline(always)]
 pub(super) fn keep(p: *const Pinned, way: usize) -> bool {
-    let Some(cell) = slots().entries.get(way) else {
+    let Some(cell) = try_slots().and_then(|s| s.entries.get(way)) else {
         return false;
     };
     let mut e = cell.get();
@@ -279,16 +317,17 @@ pub fn fill(mem: &MemTable, key: u32) {
         pin: region.pin.as_ptr(),
         credits: 0,
     };
-    match CACHE.try_with(|c| c.entries[way(table, key)].replace(entry)) {
-        Ok(old) if old.pin == entry.pin => {
-            // The same region again (the count moved): its credits stay with the entry.
-            let mut e = entry;
-            e.credits = old.credits;
-            let _ = CACHE.try_with(|c| c.entries[way(table, key)].set(e));
-            release(Entry { credits: 0, ..old });
-        }
-        Ok(old) => release(old),
-        Err(_) => release(entry),
+    let cell = &slots().entries[way(table, key)];
+    let old = cell.replace(entry);
+    if old.pin == entry.pin {
+        // The same region again (the count moved): its credits stay with the entry.
+        cell.set(Entry {
+            credits: old.credits,
+            ..entry
+        });
+        release(Entry { credits: 0, ..old });
+    } else {
+        release(old);
     }
 }
 

@@ -14,13 +14,12 @@ fn triplet(r: &Region, len: u32) -> LmrTriplet {
 }
 
 fn credits(r: &Region) -> usize {
-    CACHE.with(|c| {
-        c.entries
-            .iter()
-            .map(Cell::get)
-            .find(|e| e.pin == r.pin.as_ptr())
-            .map_or(0, |e| e.credits)
-    })
+    slots()
+        .entries
+        .iter()
+        .map(Cell::get)
+        .find(|e| e.pin == r.pin.as_ptr())
+        .map_or(0, |e| e.credits)
 }
 
 const PZ: PzId = PzId(1);
