@@ -133,16 +133,29 @@ pub struct CqSlot {
 /// The endpoint whose QP made a CQ's last work completion, kept under the CQ's poll lock so
 /// that the next completion of the same QP skips the lookup in `by_qpn` (its read lock, a hash
 /// probe and a reference count: about 40 instructions per completion). Valid while
-/// `Shared::qpn_gen` is unchanged, which every change of `by_qpn` bumps; a `Weak`, so that a
-/// CQ does not keep a freed endpoint (and the facade's upcalls behind it) alive.
-#[derive(Debug, Default)]
+/// `Shared::qpn_gen` is unchanged, which every change of `by_qpn` bumps. A strong reference,
+/// lent to the completion's delivery (a `Weak` cost every completion an upgrade's
+/// compare-exchange and a release's decrement); so that a CQ does not keep a freed endpoint
+/// (and the facade's upcalls behind it) alive, `free_ep` and `close_all` take it back
+/// ([`CqSlot::forget_ep`], [`CqSlot::forget_all`]).
+#[derive(Default)]
 pub struct LastEp {
     /// The QP number.
     qpn: u32,
     /// `Shared::qpn_gen` when `ep` was looked up (taken before the lookup).
     generation: u64,
     /// The endpoint `by_qpn` had for `qpn` then.
-    ep: std::sync::Weak<Ep>,
+    ep: Option<Arc<Ep>>,
+}
+
+impl std::fmt::Debug for LastEp {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LastEp")
+            .field("qpn", &self.qpn)
+            .field("generation", &self.generation)
+            .field("ep", &self.ep.as_ref().map(|e| e.id))
+            .finish()
+    }
 }
 
 impl CqSlot {
@@ -151,6 +164,28 @@ impl CqSlot {
             cq: Arc::new(cq),
             poll: FlagLock::new(LastEp::default()),
         }
+    }
+
+    /// Takes back the CQ's reference to `ep` if it is the CQ's last endpoint (the endpoint
+    /// is being freed). Waits for a poller's batch; the caller holds no endpoint lock (a
+    /// poller takes one under this lock).
+    pub fn forget_ep(&self, ep: &Arc<Ep>) {
+        let old = {
+            let mut last = self.poll.lock();
+            if last.ep.as_ref().is_some_and(|e| Arc::ptr_eq(e, ep)) {
+                last.ep.take()
+            } else {
+                None
+            }
+        };
+        // Dropped with no lock held.
+        drop(old);
+    }
+
+    /// Takes back the CQ's reference to its last endpoint, whichever it is (the IA closes).
+    pub fn forget_all(&self) {
+        let old = self.poll.lock().ep.take();
+        drop(old);
     }
 }
 
@@ -521,6 +556,10 @@ impl Shared {
                 cm.disconnect();
             }
             drop(cm);
+        }
+        // The CQs' last endpoints: an endpoint and its CQs would otherwise keep each other.
+        for slot in read(&self.cqs).values().chain(lock(&self.null_cq).iter()) {
+            slot.forget_all();
         }
         {
             let mut m = write(&self.by_qpn);

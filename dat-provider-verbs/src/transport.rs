@@ -283,11 +283,17 @@ impl Transport for VerbsIa {
             cm
         };
         drop(cm);
-        let mut st = ep.st.lock();
-        st.forget_posted();
-        st.recvs.clear();
-        st.cqs.clear();
-        st.srq = None;
+        let cqs = {
+            let mut st = ep.st.lock();
+            st.forget_posted();
+            st.recvs.clear();
+            st.srq = None;
+            std::mem::take(&mut st.cqs)
+        };
+        // With the endpoint's lock released: a poller holds its CQ's lock while it takes it.
+        for slot in &cqs {
+            slot.forget_ep(&ep);
+        }
     }
 
     fn connect(

@@ -120,14 +120,11 @@ impl Shared {
     /// looked up (no lock, no hash), else `by_qpn`'s, remembered in `last`
     /// ([`Shared::endpoint_lookup`], out of line).
     #[inline(always)]
-    fn endpoint_of(&self, qpn: u32, last: &mut LastEp) -> Option<Arc<Ep>> {
+    fn endpoint_of<'a>(&self, qpn: u32, last: &'a mut LastEp) -> Option<&'a Arc<Ep>> {
         // Loaded before any lookup: a change of `by_qpn` after it makes the entry stale.
         let generation = self.qpn_gen.load(Ordering::Acquire);
-        if last.qpn == qpn
-            && last.generation == generation
-            && let Some(ep) = last.ep.upgrade()
-        {
-            return Some(ep);
+        if last.qpn == qpn && last.generation == generation && last.ep.is_some() {
+            return last.ep.as_ref();
         }
         self.endpoint_lookup(qpn, generation, last)
     }
@@ -135,14 +132,25 @@ impl Shared {
     /// [`Shared::endpoint_of`] when the CQ's last endpoint is not that of `qpn` or is stale:
     /// `by_qpn`'s, remembered in `last` with `generation` (loaded before this lookup).
     #[inline(never)]
-    fn endpoint_lookup(&self, qpn: u32, generation: u64, last: &mut LastEp) -> Option<Arc<Ep>> {
+    fn endpoint_lookup<'a>(
+        &self,
+        qpn: u32,
+        generation: u64,
+        last: &'a mut LastEp,
+    ) -> Option<&'a Arc<Ep>> {
         let ep = read(&self.by_qpn).get(&qpn).cloned()?;
-        *last = LastEp {
-            qpn,
-            generation,
-            ep: Arc::downgrade(&ep),
-        };
-        Some(ep)
+        // The endpoint it held before goes once this completion is delivered (never with
+        // `by_qpn`'s lock held).
+        let old = std::mem::replace(
+            last,
+            LastEp {
+                qpn,
+                generation,
+                ep: Some(ep),
+            },
+        );
+        drop(old);
+        last.ep.as_ref()
     }
 
     /// Delivers one work completion (the caller holds the CQ's lock, which guards `last`).
@@ -283,11 +291,11 @@ impl Shared {
             ep.upcalls.completion(c);
         }
         if drained {
-            self.fail_ep(&ep, CmFact::Disconnected, false, true);
+            self.fail_ep(ep, CmFact::Disconnected, false, true);
         }
         if broken {
             tracing::debug!(ia = %self.name, ep = ep.id.0, status = wc.status, "work completion error: connection broken");
-            self.fail_ep(&ep, CmFact::Broken, false, true);
+            self.fail_ep(ep, CmFact::Broken, false, true);
         }
     }
 
