@@ -19,22 +19,67 @@ median() {
         | awk '{ a[NR] = $1 } END { print (NR % 2) ? a[(NR + 1) / 2] : (a[NR / 2] + a[NR / 2 + 1]) / 2 }'
 }
 
-# rxe_dapltest_p LOG IA ITERS [DAT_OVERRIDE] (inside the guest): `dapltest -T P` RW 2 B, one
-# segment, polling, on IA, server on vCPU 0 and client on vCPU 1 (as perftest is run); logs to
-# LOG.log and LOG.srv.log. Prints the operations per second, nothing if the run failed.
-rxe_dapltest_p() {
-    local log=$1 ia=$2 iters=$3 conf=${4:-}
+# rxe_dapltest_run LOG IA ITERS CONF PIPELINE SIZE (inside the guest): `dapltest -T P` RW of SIZE
+# bytes, one segment, polling, PIPELINE operations outstanding, on IA (with DAT_OVERRIDE=CONF
+# unless CONF is empty), server on vCPU 0 and client on vCPU 1 (as perftest is run); logs to
+# LOG.log and LOG.srv.log.
+rxe_dapltest_run() {
+    local log=$1 ia=$2 iters=$3 conf=$4 pipeline=$5 size=$6
     (
         [ -n "$conf" ] && export DAT_OVERRIDE=$conf
         taskset -c 0 timeout 120 dapltest -T S -D "$ia" >"$log.srv.log" 2>&1 &
         s=$!
         sleep 2
-        taskset -c 1 timeout 120 dapltest -T P -s "$RXE_IP" -D "$ia" -i "$iters" -p 1 -m p \
-            RW 2 1 >"$log.log" 2>&1 || echo "dapltest on $ia failed ($log.log)" >&2
+        taskset -c 1 timeout 120 dapltest -T P -s "$RXE_IP" -D "$ia" -i "$iters" -p "$pipeline" \
+            -m p RW "$size" 1 >"$log.log" 2>&1 || echo "dapltest on $ia failed ($log.log)" >&2
         timeout 30 dapltest -T Q -s "$RXE_IP" -D "$ia" >/dev/null 2>&1 || true
         wait $s || true
     )
-    grep -a 'Operation Throughput' "$log.log" | grep -oE '[0-9]+(\.[0-9]+)?' | head -n 1 || true
+}
+
+# rxe_dapltest_p LOG IA ITERS [DAT_OVERRIDE] (inside the guest): rxe_dapltest_run of RW 2 B, one
+# operation outstanding. Prints the operations per second, nothing if the run failed.
+rxe_dapltest_p() {
+    rxe_dapltest_run "$1" "$2" "$3" "${4:-}" 1 2
+    grep -a 'Operation Throughput' "$1.log" | grep -oE '[0-9]+(\.[0-9]+)?' | head -n 1 || true
+}
+
+# rxe_capi_conf OUT LABEL DIR (inside the guest): writes OUT/LABEL-dat.conf, a libdat2 registry
+# whose IA `rs-verbs` is DIR's libdat_capi.so serving dat IA `rxe0`, and prints its path (for
+# DAT_OVERRIDE).
+rxe_capi_conf() {
+    printf 'rs-verbs u2.0 nonthreadsafe default %s dat.2.0 "rxe0" ""\n' "$3/libdat_capi.so" \
+        >"$1/$2-dat.conf"
+    echo "$1/$2-dat.conf"
+}
+
+# rxe_medians RESULTS (inside the guest): for each label and measure of RESULTS (lines of
+# `LABEL MEASURE VALUE`), the median of its values, then the values.
+rxe_medians() {
+    awk '{ k = $1 " " $2; v[k] = v[k] " " $3 } END { for (k in v) print k, v[k] }' "$1" \
+        | sort | while read -r l m vals; do
+            # shellcheck disable=SC2086 # the values: words on purpose
+            printf '  %-8s %-26s %10s   (%s)\n' "$l" "$m" "$(median $vals)" "$(echo $vals)"
+        done
+}
+
+# rxe_datperf_pairs NAME OUT [LABEL=DIR...] (on the host, in the checkout $root): prints the
+# LABEL=ABSDIR pairs to measure, one per line, each DIR holding a release `datperf` and
+# `libdat_capi.so`; with none given, builds this checkout's into OUT/this (label "this").
+rxe_datperf_pairs() {
+    local name=$1 out=$2 a
+    shift 2
+    if [ $# -eq 0 ]; then
+        cargo build -q --release -p dat-perf --features verbs >&2
+        cargo build -q --release -p dat-capi --features dat/verbs >&2
+        mkdir -p "$out/this"
+        cp target/release/datperf target/release/libdat_capi.so "$out/this/"
+        echo "this=$out/this"
+        return
+    fi
+    for a in "$@"; do
+        rxe_pair "$name" "$a" datperf libdat_capi.so || exit 2
+    done
 }
 
 # rxe_pair NAME LABEL=DIR FILE... (on the host): prints LABEL=ABSDIR once DIR holds every FILE
@@ -50,4 +95,74 @@ rxe_pair() {
     done
     case $d in "$root"/*) ;; *) echo "$name: $d is outside $root (not shared with the VM)" >&2; exit 2 ;; esac
     echo "${a%%=*}=$d"
+}
+
+# rxe_bench_host NAME SCRIPT N PARAM... [LABEL=DIR...] (on the host, in the checkout $root): the
+# host side of a datperf benchmark script: the builds to measure (rxe_datperf_pairs), then
+# SCRIPT in one VM run as `SCRIPT --guest OUT PARAM... LABEL=DIR...` (the N PARAMs first), OUT
+# being target/NAME. Does not return.
+rxe_bench_host() {
+    local name=$1 script=$2 n=$3 vm out
+    shift 3
+    local params=("${@:1:n}")
+    shift "$n"
+    vm=$(rxe_vm "$name")
+    out="$root/target/$name"
+    mkdir -p "$out"
+    local pairs
+    mapfile -t pairs < <(rxe_datperf_pairs "$name" "$out" "$@")
+    [ ${#pairs[@]} -eq $(($# > 0 ? $# : 1)) ] || exit 2
+    exec "$vm" --timeout 1800 --env RUST_LOG="${RUST_LOG:-warn}" \
+        -- "$script" --guest "$out" "${params[@]}" "${pairs[@]}"
+}
+
+# rxe_bench_rounds NAME ROUNDS OUT DATPERF PERFTEST DAPLTEST PROG1 PROG2 LABEL=DIR... (inside the
+# guest): ROUNDS rounds of one benchmark, each measuring in turn every build with the function
+# DATPERF (`DATPERF LABEL DIR ROUND`), perftest's PROG1 and PROG2 with PERFTEST (`PERFTEST PROG
+# ROUND`), then OFA dapl and every build with DAPLTEST (`DAPLTEST LABEL IA ROUND [CONF]`, CONF
+# the build's DAT_OVERRIDE file written under OUT).
+rxe_bench_rounds() {
+    local name=$1 rounds=$2 out=$3 datperf=$4 perftest=$5 dapltest=$6 p1=$7 p2=$8 r pair
+    shift 8
+    for r in $(seq "$rounds"); do
+        echo "$name: round $r" >&2
+        for pair in "$@"; do
+            "$datperf" "${pair%%=*}" "${pair#*=}" "$r"
+        done
+        "$perftest" "$p1" "$r"
+        "$perftest" "$p2" "$r"
+        "$dapltest" ofa ofa-v2-rxe "$r"
+        for pair in "$@"; do
+            "$dapltest" "${pair%%=*}" rs-verbs "$r" "$(rxe_capi_conf "$out" "${pair%%=*}" "${pair#*=}")"
+        done
+    done
+}
+
+# rxe_datperf_run OUT LABEL DIR ROUND TAG TIMEOUT ARG... (inside the guest): DIR's `datperf
+# server` on vCPU 0 and `datperf client` with ARGs on vCPU 1, on IA `rxe0`, waiting at most
+# TIMEOUT seconds for any event; the client's JSON goes to OUT/LABEL-TAG-ROUND.json.
+rxe_datperf_run() {
+    local out=$1 l=$2 d=$3 r=$4 tag=$5 t=$6 s
+    shift 6
+    taskset -c 0 "$d/datperf" server --ia rxe0 --once --timeout-s "$t" \
+        >"$out/$l-srv-$r.log" 2>&1 &
+    s=$!
+    sleep 1
+    taskset -c 1 "$d/datperf" client 127.0.0.1 --ia rxe0 --budget-ms 600000 --timeout-s "$t" \
+        --json "$@" >"$out/$l-$tag-$r.json" 2>"$out/$l-$tag-$r.err" ||
+        echo "datperf $l failed (round $r)" >&2
+    wait $s || true
+}
+
+# rxe_perftest_run OUT PROG ROUND ARG... (inside the guest): perftest's PROG with ARGs on rxe0,
+# server on vCPU 0, client on vCPU 1; the client's output goes to OUT/PROG-ROUND.log.
+rxe_perftest_run() {
+    local out=$1 p=$2 r=$3 s
+    shift 3
+    taskset -c 0 "$p" -d rxe0 -x "$RXE_GID_INDEX" "$@" >"$out/$p-srv-$r.log" 2>&1 &
+    s=$!
+    sleep 1
+    taskset -c 1 "$p" -d rxe0 -x "$RXE_GID_INDEX" "$@" "$RXE_IP" >"$out/$p-$r.log" 2>&1 ||
+        echo "$p failed (round $r)" >&2
+    wait $s || true
 }

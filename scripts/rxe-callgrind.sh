@@ -49,9 +49,7 @@ if [ "${1:-}" = --guest ]; then
             if [ "$l" = ofa ]; then
                 ia=ofa-v2-rxe
             else
-                conf="$out/$l-dat.conf"
-                printf 'rs-verbs u2.0 nonthreadsafe default %s dat.2.0 "rxe0" ""\n' \
-                    "$d/libdat_capi.so" >"$conf"
+                conf=$(rxe_capi_conf "$out" "$l" "$d")
             fi
             (
                 [ -n "$conf" ] && export DAT_OVERRIDE=$conf

@@ -30,10 +30,8 @@ if [ "${1:-}" = --guest ]; then
     }
     runs=("ofa=")
     for pair in "$@"; do
-        l=${pair%%=*} d=${pair#*=}
-        printf 'rs-verbs u2.0 nonthreadsafe default %s dat.2.0 "rxe0" ""\n' "$d/libdat_capi.so" \
-            >"$out/$l-dat.conf"
-        runs+=("$l=$out/$l-dat.conf")
+        l=${pair%%=*}
+        runs+=("$l=$(rxe_capi_conf "$out" "$l" "${pair#*=}")")
     done
     n=${#runs[@]}
     for r in $(seq "$rounds"); do

@@ -29,16 +29,8 @@ if [ "${1:-}" = --guest ]; then
     export DAT_CONF=$PWD/dat-provider-verbs/tests/rxe.toml
     rec() { echo "$1 $2 $3" >>"$res"; } # label measure value
     datperf_lat() { # label dir round
-        local l=$1 d=$2 r=$3
-        taskset -c 0 "$d/datperf" server --ia rxe0 --once --timeout-s 30 \
-            >"$out/$l-srv-$r.log" 2>&1 &
-        local s=$!
-        sleep 1
-        taskset -c 1 "$d/datperf" client 127.0.0.1 --ia rxe0 --tests lat --sizes 2 \
-            --iters "$iters" --budget-ms 600000 --timeout-s 30 --json \
-            >"$out/$l-lat-$r.json" 2>"$out/$l-lat-$r.err" || echo "datperf $l failed (round $r)" >&2
-        wait $s || true
-        local op v n
+        local l=$1 r=$3 op v n
+        rxe_datperf_run "$out" "$l" "$2" "$r" lat 30 --tests lat --sizes 2 --iters "$iters"
         while read -r op v n; do
             [ "$n" = "$iters" ] || echo "datperf $l $op: $n round trips, not $iters" >&2
             rec "$l" "datperf-$op" "$v"
@@ -47,12 +39,7 @@ if [ "${1:-}" = --guest ]; then
     }
     perftest() { # prog round
         local p=$1 r=$2
-        taskset -c 0 "$p" -d rxe0 -x "$RXE_GID_INDEX" -s 2 -n "$iters" >"$out/$p-srv-$r.log" 2>&1 &
-        local s=$!
-        sleep 1
-        taskset -c 1 "$p" -d rxe0 -x "$RXE_GID_INDEX" -s 2 -n "$iters" "$RXE_IP" \
-            >"$out/$p-$r.log" 2>&1 || echo "$p failed (round $r)" >&2
-        wait $s || true
+        rxe_perftest_run "$out" "$p" "$r" -s 2 -n "$iters"
         # The result line: bytes iterations t_min t_max t_typical t_avg ...
         awk '$1 == 2 && $2 == '"$iters"' { print "t_avg", $6; print "t_typical", $5 }' \
             "$out/$p-$r.log" | while read -r what v; do rec perftest "$p-$what" "$v"; done
@@ -62,49 +49,13 @@ if [ "${1:-}" = --guest ]; then
         v=$(rxe_dapltest_p "$out/$1-dapltest-$3" "$2" "$iters" "${4:-}")
         if [ -n "$v" ]; then rec "$1" "dapltest-P-RW2-ops/s" "$v"; fi
     }
-    for r in $(seq "$rounds"); do
-        echo "rxe-lat: round $r" >&2
-        for pair in "$@"; do
-            l=${pair%%=*} d=${pair#*=}
-            datperf_lat "$l" "$d" "$r"
-        done
-        perftest ib_send_lat "$r"
-        perftest ib_write_lat "$r"
-        dapltest_p ofa ofa-v2-rxe "$r"
-        for pair in "$@"; do
-            l=${pair%%=*} d=${pair#*=}
-            conf="$out/$l-dat.conf"
-            printf 'rs-verbs u2.0 nonthreadsafe default %s dat.2.0 "rxe0" ""\n' \
-                "$d/libdat_capi.so" >"$conf"
-            dapltest_p "$l" rs-verbs "$r" "$conf"
-        done
-    done
+    rxe_bench_rounds rxe-lat "$rounds" "$out" datperf_lat perftest dapltest_p ib_send_lat ib_write_lat "$@"
     echo "median of $rounds rounds, $iters round trips each (latency in us, dapltest in ops/s):"
-    awk '{ k = $1 " " $2; v[k] = v[k] " " $3 } END { for (k in v) print k, v[k] }' "$res" \
-        | sort | while read -r l m vals; do
-            med=$(median $vals)
-            printf '  %-8s %-26s %10s   (%s)\n' "$l" "$m" "$med" "$(echo $vals)"
-        done
+    rxe_medians "$res"
     exit 0
 fi
 
 root=$(cd "$(dirname "$0")/../.." && pwd)
 cd "$root"
-vm=$(rxe_vm rxe-lat)
-out="$root/target/rxe-lat"
-mkdir -p "$out"
-pairs=()
-if [ $# -eq 0 ]; then
-    cargo build -q --release -p dat-perf --features verbs
-    cargo build -q --release -p dat-capi --features dat/verbs
-    mkdir -p "$out/this"
-    cp target/release/datperf target/release/libdat_capi.so "$out/this/"
-    pairs=("this=$out/this")
-else
-    for a in "$@"; do
-        pairs+=("$(rxe_pair rxe-lat "$a" datperf libdat_capi.so)") || exit 2
-    done
-fi
-exec "$vm" --timeout 1800 --env RUST_LOG="${RUST_LOG:-warn}" \
-    -- "$root/dat-provider-verbs/tests/rxe-lat.sh" --guest "$out" \
-    "${RXE_LAT_ROUNDS:-3}" "${RXE_LAT_ITERS:-2000}" "${pairs[@]}"
+rxe_bench_host rxe-lat "$root/dat-provider-verbs/tests/rxe-lat.sh" 2 \
+    "${RXE_LAT_ROUNDS:-3}" "${RXE_LAT_ITERS:-2000}" "$@"
