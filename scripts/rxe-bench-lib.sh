@@ -19,6 +19,15 @@ median() {
         | awk '{ a[NR] = $1 } END { print (NR % 2) ? a[(NR + 1) / 2] : (a[NR / 2] + a[NR / 2 + 1]) / 2 }'
 }
 
+# upper_quartile: the 75th percentile of the numbers given as arguments (linear between the
+# two nearest ranks). Soft-RoCE's rounds are bimodal (see dat-provider-verbs/README.md,
+# session 13): with a quarter or more of the rounds in the fast mode, this is a figure of it.
+upper_quartile() {
+    printf '%s\n' "$@" | sort -g \
+        | awk '{ a[NR] = $1 } END { h = (NR - 1) * 0.75 + 1; i = int(h); f = h - i
+            print (i < NR) ? a[i] + f * (a[i + 1] - a[i]) : a[i] }'
+}
+
 # rxe_dapltest_run LOG IA ITERS CONF PIPELINE SIZE (inside the guest): `dapltest -T P` RW of SIZE
 # bytes, one segment, polling, PIPELINE operations outstanding, on IA (with DAT_OVERRIDE=CONF
 # unless CONF is empty), server on vCPU 0 and client on vCPU 1 (as perftest is run); logs to
