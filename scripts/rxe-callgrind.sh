@@ -22,7 +22,8 @@
 # directory). Environment: RXE_VM (the rxe-vm script), RXE_CG_ITERS (operations or round
 # trips), RXE_CG_DAPL_MODE (capi: `p`, the default, polls with dat_evd_dequeue; `b` waits
 # with dat_evd_wait), RXE_CG_OPTS (more callgrind options, e.g. `--dump-instr=yes` for
-# per-instruction counts: `callgrind_annotate --auto=yes` then annotates by address). Output:
+# per-instruction counts: `callgrind_annotate --auto=yes` then annotates by address, and this
+# script prints scripts/cg-kinds.py's atomics, indirect calls and returns per operation). Output:
 # target/rxe-callgrind/MODE/.
 set -euo pipefail
 # shellcheck source=rxe-bench-lib.sh
@@ -158,4 +159,8 @@ for pair in "${pairs[@]}"; do
             printf "  %-58s %12d Ir %8d calls %8.0f Ir/call\n", $w, $ir, $c, $c ? $ir / $c : 0;
         }
     ' "${fns[@]}" <"$out/$l.annotate"
+    # With per-instruction counts, the kinds of instruction the count does not weigh.
+    case " ${RXE_CG_OPTS:-} " in
+    *" --dump-instr=yes "*) python3 "$root/scripts/cg-kinds.py" "$f" "$iters" ;;
+    esac
 done
