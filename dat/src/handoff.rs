@@ -15,10 +15,11 @@ use std::cell::Cell;
 use dat_core::evd::DtoCompletion;
 
 /// This thread's slots in the facade, one thread-local for all of them: in a shared library
-/// every thread-local is reached through a call to `__tls_get_addr`, which a function makes
-/// once per thread-local it reads (where the compiler sees one access come before the
-/// others), not once per crate. A completion upcall reads the thread's number and the
-/// hand-off's slot; a poll opens, reads and closes the slot.
+/// every thread-local is reached through a call (a TLS descriptor's, or `__tls_get_addr`),
+/// which a function makes once per thread-local it reads (where the compiler sees one access
+/// come before the others), not once per crate. A completion upcall reads the thread's
+/// number and the hand-off's slot; a poll opens, reads and closes the slot and counts itself
+/// for the pacer.
 struct Slots {
     /// The EVD whose poll is driving progress on this thread and has no completion yet (null
     /// when none).
@@ -28,6 +29,9 @@ struct Slots {
     /// This thread's number as `dat_core::mem::post_cache::thread_number` gives it (0 until
     /// asked): see [`thread_number`].
     thread: Cell<u64>,
+    /// The pacer's counts of this thread's polls (`crate::pace`), which every dequeue reads
+    /// after its hand-off's poll.
+    pace: Cell<crate::pace::Fast>,
 }
 
 thread_local! {
@@ -37,6 +41,7 @@ thread_local! {
             want: Cell::new(std::ptr::null()),
             got: Cell::new(None),
             thread: Cell::new(0),
+            pace: Cell::new(crate::pace::Fast::NEW),
         }
     };
 }
@@ -60,6 +65,12 @@ fn slots() -> &'static Slots {
     // SAFETY: `SLOTS` is initialised by a constant and has no destructor; `Slots` is made of
     // `Cell`s (not `Sync`).
     unsafe { crate::sync::thread_ref(&SLOTS) }
+}
+
+/// The pacer's counts of this thread's polls (see [`Slots::pace`]).
+#[inline(always)]
+pub(crate) fn pace_fast() -> &'static Cell<crate::pace::Fast> {
+    &slots().pace
 }
 
 #[cold]

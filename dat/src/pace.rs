@@ -84,7 +84,7 @@ const HELD_RENEW: u64 = LOOK_EVERY as u64 / 4;
 /// of its own so that an empty poll that makes no look does not copy the whole `Pacer` in
 /// and out (about 50 of the 69 instructions `idle_poll` took, session 9).
 #[derive(Clone, Copy, Debug)]
-struct Fast {
+pub(crate) struct Fast {
     /// Empty polls in the current stretch.
     run: u32,
     /// Empty polls while contended, in any stretch.
@@ -96,7 +96,7 @@ struct Fast {
 }
 
 impl Fast {
-    const NEW: Fast = Fast {
+    pub(crate) const NEW: Fast = Fast {
         run: 0,
         held: 0,
         holding: false,
@@ -308,19 +308,17 @@ pub fn counts() -> PaceCounts {
 }
 
 thread_local! {
-    /// The thread's pacing; its `fast` part is stale: [`FAST`] holds it.
+    /// The thread's pacing; its `fast` part is stale: [`fast`] holds it.
     static PACER: Cell<Pacer> = const { Cell::new(Pacer::NEW) };
-    /// The counts every poll reads ([`Fast`]).
-    static FAST: Cell<Fast> = const { Cell::new(Fast::NEW) };
 }
 
 /// A poll of an EVD found nothing and the transport moved nothing: yields the CPU if this
 /// thread shares it (see the module notes).
 ///
-/// Inlined (the look and the yield are out of line): in a shared library every function
-/// that reads a thread-local pays a call to `__tls_get_addr`, and the dequeue that runs
-/// this has made that call already (the hand-off's slot, in this crate's thread-local
-/// block); out of line it cost a second one per empty dequeue.
+/// Inlined (the look and the yield are out of line): in a shared library a function reaches
+/// a thread-local through a call (a TLS descriptor's), made once per thread-local it reads,
+/// and the dequeue that runs this has made it already for the hand-off's slots, which hold
+/// these counts too ([`fast`]); out of line it cost a second one per empty dequeue.
 #[inline]
 pub(crate) fn idle_poll() {
     let fast = fast();
@@ -344,14 +342,12 @@ fn give_way() {
     std::thread::yield_now();
 }
 
-/// This thread's [`FAST`] counts, reached without the "destroyed" check of
-/// `LocalKey::get` (which the compiler kept on every empty poll: a `Cell<Fast>` has a niche
-/// for it).
+/// This thread's [`Fast`] counts: a slot of the facade's one thread-local
+/// (`handoff::pace_fast`), which the dequeue that counts a poll has reached already for its
+/// hand-off (one TLS descriptor call per dequeue instead of one per thread-local).
 #[inline(always)]
 fn fast() -> &'static Cell<Fast> {
-    // SAFETY: `FAST` is initialised by a constant and has no destructor; a `Cell` is not
-    // `Sync`.
-    unsafe { crate::sync::thread_ref(&FAST) }
+    crate::handoff::pace_fast()
 }
 
 /// The look of an empty poll at the clock (out of line: one poll in 32 at most).
@@ -385,7 +381,7 @@ pub(crate) fn busy_poll() {
 #[inline(never)]
 fn end_stretch() {
     let mut p = PACER.get();
-    p.fast = FAST.get();
+    p.fast = fast().get();
     if p.ends_long() {
         LONG_WAITS.fetch_add(1, Ordering::Relaxed);
         if p.fast.run >= SLICE_WAIT {
@@ -395,13 +391,13 @@ fn end_stretch() {
     }
     p.end();
     PACER.set(p);
-    FAST.set(p.fast);
+    fast().set(p.fast);
 }
 
 /// True if the calling thread was recently seen preempted while polling: a waiter should
 /// sleep at once rather than spin.
 pub(crate) fn contended() -> bool {
-    FAST.get().contended
+    fast().get().contended
 }
 
 #[cfg(test)]
