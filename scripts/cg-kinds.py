@@ -35,6 +35,8 @@ def parse(path):
     after_call = False
     with open(path, errors="replace") as f:
         for line in f:
+            if line.startswith("positions:") and "instr" not in line.split():
+                sys.exit(f"{path}: no per-instruction counts (run callgrind with --dump-instr=yes)")
             if line.startswith(("ob=", "cob=")):
                 m = re.match(r"c?ob=\((\d+)\)(?: (.*))?", line.strip())
                 if m and m.group(2):
@@ -104,9 +106,10 @@ def main():
         sys.exit(__doc__)
     path, ops = sys.argv[1], int(sys.argv[2])
     least = int(sys.argv[3]) if len(sys.argv) > 3 else 1000
+    counts = parse(path)
     total = collections.Counter()
     print(f"  {'per operation':<34}" + "".join(f"{k:>9}" for k in KINDS))
-    for ob, cnt in sorted(parse(path).items(), key=lambda x: x[0] or ""):
+    for ob, cnt in sorted(counts.items(), key=lambda x: x[0] or ""):
         hot = {a: n for a, n in cnt.items() if n >= least}
         if not ob or not hot:
             continue
