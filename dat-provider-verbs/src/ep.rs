@@ -20,6 +20,7 @@
 
 use std::io;
 use std::sync::Arc;
+use std::sync::atomic::AtomicBool;
 use std::time::Instant;
 
 use dat_core::flag_lock::FlagLock;
@@ -153,6 +154,14 @@ pub struct Ep {
     /// transfer; seen in `dapltest -T P` on Soft-RoCE), and a waiter that yields or naps on
     /// the poller's CPU would slow it down just as well.
     pub st: FlagLock<EpSt>,
+    /// The endpoint may have a deadline (its state's `deadline`, `resolve_by` or
+    /// `graceful_by`): set under [`Ep::st`] by whoever sets one (who then wakes the event
+    /// thread), cleared under it by the event thread when it finds none. The event thread's
+    /// deadline looks skip an endpoint without one and so never try the lock of a busy
+    /// connected endpoint: one that keeps posting (and so holds the lock often) no longer
+    /// makes the event thread look again every [`crate::ia::DEADLINE_RETRY`], a wake-up and
+    /// two context switches on the poster's CPU each time.
+    pub timed: AtomicBool,
 }
 
 impl Ep {
@@ -181,6 +190,7 @@ impl Ep {
                 flushing: false,
                 freed: false,
             }),
+            timed: AtomicBool::new(false),
         }
     }
 }

@@ -248,10 +248,9 @@ pub struct Shared {
     upcalls: Arc<dyn IaUpcalls>,
     pub(crate) events: Arc<EventChannel>,
     wake: OwnedFd,
-    /// The threads asleep in [`Shared::block`]: the EVD each waits for and its eventfd.
-    waiters: Mutex<Vec<(EvdId, RawFd)>>,
-    /// [`Shared::unblock`] calls so far.
-    unblocks: AtomicU64,
+    /// The threads in [`Shared::block`] and the unblocks kept for the next one (see
+    /// [`wait::Waiters`]).
+    waiters: Mutex<wait::Waiters>,
     pub(crate) stop: AtomicBool,
     /// An application thread polled since the event thread last looked (set on every
     /// [`Shared::progress`]: a store, where reading the clock would be a system call on a
@@ -322,8 +321,7 @@ impl Shared {
             upcalls,
             events,
             wake,
-            waiters: Mutex::new(Vec::new()),
-            unblocks: AtomicU64::new(0),
+            waiters: Mutex::new(wait::Waiters::default()),
             stop: AtomicBool::new(false),
             polled: AtomicBool::new(false),
             armed: AtomicBool::new(false),
@@ -388,6 +386,7 @@ impl Shared {
     /// Releases the CQ of an EVD (QPs still on it keep it alive).
     pub fn remove_cq(&self, evd: EvdId) {
         write(&self.cqs).remove(&evd);
+        lock(&self.waiters).forget(evd);
         // After the map: a poll that looks the EVD up holds the entry's lock from the lookup
         // to the entry's update, so it either missed the EVD or left the entry for this.
         let cached = {

@@ -330,6 +330,7 @@ impl Transport for VerbsIa {
         st.pdata = frame_req(private_data, folded.then_some(qual.0));
         st.deadline = deadline;
         st.resolve_by = Some(Instant::now() + RESOLVE_LIMIT);
+        ep.timed.store(true, Ordering::Release);
         st.phase = Phase::Resolving;
         self.shared.own_ep(&cm, ep.id);
         // RDMA does not run over the loopback interface: a loopback address names this host,
@@ -455,6 +456,7 @@ impl Transport for VerbsIa {
             {
                 if st.graceful_by.is_none() {
                     st.graceful_by = Some(Instant::now() + GRACEFUL_LIMIT);
+                    ep.timed.store(true, Ordering::Release);
                     if st.tail_unsignalled() {
                         // No completion would come for the tail: a signalled marker behind it
                         // retires it (and the disconnect proceeds) once the device is done.

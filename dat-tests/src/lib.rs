@@ -128,6 +128,8 @@ macro_rules! conformance_suite {
             evd::wait_threshold,
             evd::wait_threshold_codes,
             evd::wait_woken_by_other_thread,
+            evd::idle_wait_sleeps,
+            evd::wait_ping_pong_loses_no_wakeup,
             evd::wait_nmore_counts_the_queue,
             evd::unwaitable,
             evd::resize,

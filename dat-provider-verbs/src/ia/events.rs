@@ -137,23 +137,33 @@ impl Shared {
         }
     }
 
-    /// The earliest deadline of the IA's endpoints. An endpoint whose lock is held (an
-    /// application thread posting or reaping on it) is not waited for: it is looked at again
-    /// within [`DEADLINE_RETRY`] (see [`Ep::st`]).
+    /// The earliest deadline of the IA's endpoints. An endpoint without one ([`Ep::timed`]
+    /// clear) is not looked at; one whose lock is held (an application thread posting or
+    /// reaping on it) is not waited for: it is looked at again within [`DEADLINE_RETRY`]
+    /// (see [`Ep::st`]).
     fn next_deadline(&self) -> Option<Instant> {
         read(&self.eps)
             .values()
             .filter_map(|ep| {
+                if !ep.timed.load(Ordering::Acquire) {
+                    return None;
+                }
                 let Some(st) = ep.st.try_lock() else {
                     return Some(Instant::now() + DEADLINE_RETRY);
                 };
                 let resolve = (st.phase == Phase::Resolving)
                     .then_some(st.resolve_by)
                     .flatten();
-                [st.deadline, resolve, st.graceful_by]
+                let next = [st.deadline, resolve, st.graceful_by]
                     .into_iter()
                     .flatten()
-                    .min()
+                    .min();
+                if next.is_none() {
+                    // Under the lock, as every setter sets it: a deadline set later sets it
+                    // again (and wakes this thread).
+                    ep.timed.store(false, Ordering::Release);
+                }
+                next
             })
             .min()
     }
@@ -162,6 +172,9 @@ impl Shared {
         let due: Vec<(Arc<Ep>, CmFact)> = read(&self.eps)
             .values()
             .filter_map(|ep| {
+                if !ep.timed.load(Ordering::Acquire) {
+                    return None;
+                }
                 // Busy: its deadline (if any) is fired at the next look (`next_deadline`).
                 let st = ep.st.try_lock()?;
                 let pending = matches!(st.phase, Phase::Resolving | Phase::Connecting);
@@ -332,6 +345,8 @@ impl Shared {
                     let mut st = ep.st.lock();
                     st.phase = Phase::Connected;
                     st.deadline = None;
+                    // Connected, no disconnect yet: no deadline left.
+                    ep.timed.store(st.graceful_by.is_some(), Ordering::Release);
                 }
                 let private_data = if active {
                     crate::cm::unframe(&e.private_data)

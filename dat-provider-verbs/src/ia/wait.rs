@@ -4,7 +4,7 @@
 //! EVD); a thread that polls or wakes marks the IA as polled, so the event thread leaves the
 //! CQs unarmed ([`Shared::app_active`]).
 
-use std::os::fd::{AsRawFd, OwnedFd};
+use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Instant;
 
@@ -12,14 +12,65 @@ use dat_core::types::EvdId;
 
 use super::{APP_IDLE, Shared, eventfd, lock, read, signal_raw};
 
-/// The longest a waiter sleeps in [`Shared::block`] before it looks at its queue again (a
-/// safety net for an unblock that came before it registered).
+/// The longest a thread without an eventfd of its own sleeps in [`Shared::block`] at a time
+/// ([`Shared::unblock`] cannot signal it, so it looks at its queue again this often). A
+/// thread with one sleeps for the whole timeout it is given.
 pub const BLOCK_CAP: std::time::Duration = std::time::Duration::from_millis(20);
 
 thread_local! {
     /// The eventfd this thread sleeps on in [`Shared::block`] (`None` if it could not be made:
     /// the thread then sleeps at most [`BLOCK_CAP`] at a time).
     static WAITER_FD: Option<OwnedFd> = eventfd().ok();
+}
+
+/// Who sleeps in [`Shared::block`], and the unblocks that found nobody to signal.
+///
+/// An unblock is kept for the next block of its EVD when it signals no thread: one that comes
+/// between the facade's last look at the EVD's queue and the waiter's registration here (the
+/// facade has counted the waiter as blocked, so it calls [`Shared::unblock`], but the waiter
+/// is not asleep yet), or one made by the waiter itself while its block drains the EVD's CQ.
+/// The block that takes it does not sleep. A kept unblock nobody takes (the waiter was
+/// leaving) costs the EVD's next block one spurious return, which the facade's loop absorbs:
+/// so no waiter sleeps past an event, and none needs to wake up on a timer to make sure
+/// (it did every 20 ms, 50 wake-ups a second of an idle `dat_evd_wait`).
+#[derive(Debug, Default)]
+pub(crate) struct Waiters {
+    /// The threads asleep in [`Shared::block`]: the EVD each waits for and its eventfd.
+    asleep: Vec<(EvdId, RawFd)>,
+    /// The EVDs with an unblock kept for their next block (each at most once).
+    kept: Vec<EvdId>,
+}
+
+impl Waiters {
+    /// Signals the sleepers of `evd` but `me`; keeps the unblock if there were none.
+    fn unblock(&mut self, evd: EvdId, me: Option<RawFd>) {
+        let mut signalled = false;
+        for &(e, fd) in &self.asleep {
+            if e == evd && Some(fd) != me {
+                signal_raw(fd);
+                signalled = true;
+            }
+        }
+        if !signalled && !self.kept.contains(&evd) {
+            self.kept.push(evd);
+        }
+    }
+
+    /// Takes the unblock kept for `evd`, if any.
+    fn take(&mut self, evd: EvdId) -> bool {
+        match self.kept.iter().position(|&e| e == evd) {
+            Some(i) => {
+                self.kept.swap_remove(i);
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// Forgets a freed EVD's kept unblock.
+    pub(crate) fn forget(&mut self, evd: EvdId) {
+        self.take(evd);
+    }
 }
 
 pub(crate) fn drain_eventfd(fd: &OwnedFd) {
@@ -29,17 +80,12 @@ pub(crate) fn drain_eventfd(fd: &OwnedFd) {
 }
 
 impl Shared {
-    /// Ends every [`Shared::block`] on `evd` in progress (and one about to start, of any
-    /// EVD: see the counter in `block`). The calling thread's own block is not signalled: it
-    /// is the one delivering (its block's drain), and the counter keeps it from sleeping.
+    /// Ends every [`Shared::block`] on `evd` in progress, or else the next one to start (see
+    /// [`Waiters`]). The calling thread's own block is not signalled: it is the one
+    /// delivering (its block's drain), and the kept unblock keeps it from sleeping.
     pub fn unblock(&self, evd: EvdId) {
-        self.unblocks.fetch_add(1, Ordering::AcqRel);
         let me = WAITER_FD.with(|f| f.as_ref().map(AsRawFd::as_raw_fd));
-        for &(e, fd) in lock(&self.waiters).iter() {
-            if e == evd && Some(fd) != me {
-                signal_raw(fd);
-            }
-        }
+        lock(&self.waiters).unblock(evd, me);
     }
 
     /// True while an application thread drives the CQs itself: it polled within
@@ -89,18 +135,16 @@ impl Shared {
     ///
     /// Each waiting thread sleeps on an eventfd of its own, registered with its EVD while it
     /// sleeps, and [`Shared::unblock`] signals the ones of its EVD: a waiter is woken by its
-    /// own EVD's events only. An unblock that comes between the facade's last look at its
-    /// queue and the registration is caught by a counter, and the sleep is capped at
-    /// [`BLOCK_CAP`] in case it came even before that. Only the EVD's own CQ is drained here:
-    /// the others are their own waiters' and pollers' (delivering another waiter's completion
+    /// own EVD's events only. An unblock that comes before the registration is kept for it
+    /// ([`Waiters`]), so the sleep needs no cap. Only the EVD's own CQ is drained here: the
+    /// others are their own waiters' and pollers' (delivering another waiter's completion
     /// would cost it a second wake-up); the facade's waiter drives every CQ through
     /// [`Shared::progress`] while it spins, and the event thread does once the application
     /// is quiet.
     pub fn block(&self, evd: EvdId, timeout: std::time::Duration) -> bool {
-        let seen = self.unblocks.load(Ordering::Acquire);
         let fd = WAITER_FD.with(|f| f.as_ref().map(AsRawFd::as_raw_fd));
         if let Some(fd) = fd {
-            lock(&self.waiters).push((evd, fd));
+            lock(&self.waiters).asleep.push((evd, fd));
         }
         let own = read(&self.cqs).get(&evd).cloned();
         if let Some(slot) = &own
@@ -111,8 +155,15 @@ impl Shared {
         // Armed, then drained: a completion before the arm is found here, one after it
         // raises an event.
         let any = own.as_ref().is_some_and(|s| self.poll_cq(s, true));
-        if !any && self.unblocks.load(Ordering::Acquire) == seen {
-            let ms = timeout.min(BLOCK_CAP).as_millis().saturating_add(1);
+        // Taken after the drain: its deliveries' own unblocks are kept too.
+        let kept = lock(&self.waiters).take(evd);
+        if !any && !kept {
+            let cap = if fd.is_some() {
+                timeout
+            } else {
+                timeout.min(BLOCK_CAP)
+            };
+            let ms = cap.as_millis().saturating_add(1);
             let ms = i32::try_from(ms).unwrap_or(i32::MAX);
             let mut fds = [
                 libc::pollfd {
@@ -147,8 +198,8 @@ impl Shared {
         }
         if let Some(fd) = fd {
             let mut w = lock(&self.waiters);
-            if let Some(i) = w.iter().position(|&(e, f)| e == evd && f == fd) {
-                w.swap_remove(i);
+            if let Some(i) = w.asleep.iter().position(|&(e, f)| e == evd && f == fd) {
+                w.asleep.swap_remove(i);
             }
         }
         self.polled.store(true, Ordering::Relaxed);

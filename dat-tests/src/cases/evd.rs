@@ -142,6 +142,77 @@ pub fn wait_woken_by_other_thread(t: &dyn Target) -> Outcome {
     Outcome::Pass
 }
 
+/// The calling thread's voluntary context switches so far (its sleeps), from
+/// `/proc/thread-self/status`.
+fn voluntary_switches() -> u64 {
+    let status = std::fs::read_to_string("/proc/thread-self/status").expect("thread status");
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("voluntary_ctxt_switches:"))
+        .and_then(|v| v.trim().parse().ok())
+        .expect("voluntary_ctxt_switches")
+}
+
+/// An idle wait sleeps until its timeout: its thread does not wake up on a timer meanwhile
+/// (the verbs provider's waiter woke every 20 ms to catch an unblock it might have missed),
+/// on a software EVD and on a connected endpoint's completion EVD alike.
+pub fn idle_wait_sleeps(t: &dyn Target) -> Outcome {
+    let p = pair(t);
+    let sw = p.a.ia.create_evd(4, EvdFlags::SOFTWARE, None).unwrap();
+    for (name, e) in [("software", &sw), ("request completions", &p.a.req)] {
+        let before = voluntary_switches();
+        let start = Instant::now();
+        assert_eq!(
+            e.wait(Timeout(500_000), 1).unwrap_err(),
+            DatError::TIMEOUT_EXPIRED,
+            "{name}"
+        );
+        let took = start.elapsed();
+        let woke = voluntary_switches() - before;
+        assert!(
+            took >= Duration::from_millis(500),
+            "{name}: returned after {took:?}"
+        );
+        assert!(
+            woke <= 10,
+            "{name}: the waiting thread slept {woke} times in {took:?} (at most 10)"
+        );
+    }
+    Outcome::Pass
+}
+
+/// Two threads hand a token back and forth through two software EVDs, each blocking in
+/// `dat_evd_wait` until the other posts: every post reaches its waiter however close it
+/// comes to the waiter's going to sleep (a lost wake-up shows as a wait running to its
+/// timeout).
+pub fn wait_ping_pong_loses_no_wakeup(t: &dyn Target) -> Outcome {
+    const ROUNDS: u64 = 300;
+    let ia = t.open_pair().0;
+    let ping = ia.create_evd(4, EvdFlags::SOFTWARE, None).unwrap();
+    let pong = ia.create_evd(4, EvdFlags::SOFTWARE, None).unwrap();
+    let (ping2, pong2) = (ping.clone(), pong.clone());
+    let echo = std::thread::spawn(move || -> Result<(), String> {
+        for i in 0..ROUNDS {
+            let (ev, _) = ping2
+                .wait(Timeout(10_000_000), 1)
+                .map_err(|e| format!("echo, round {i}: {e:?}"))?;
+            pong2
+                .post_se(pointer(&ev))
+                .map_err(|e| format!("echo post, round {i}: {e:?}"))?;
+        }
+        Ok(())
+    });
+    for i in 0..ROUNDS {
+        ping.post_se(i).unwrap();
+        match pong.wait(Timeout(10_000_000), 1) {
+            Ok((ev, _)) => assert_eq!(pointer(&ev), i),
+            Err(e) => panic!("round {i}: {e:?} (a lost wake-up)"),
+        }
+    }
+    echo.join().expect("echo thread").unwrap();
+    Outcome::Pass
+}
+
 /// Unwaitable: waits refused with `EVD_UNWAITABLE`, a blocked waiter released with
 /// `DAT_INVALID_STATE`; dequeue still works; clear restores waiting.
 pub fn unwaitable(t: &dyn Target) -> Outcome {
