@@ -582,6 +582,15 @@ pub trait Transport: Send + Sync {
     /// transport (from an upcall, a software event, a free). Never blocks.
     fn unblock(&self, _evd: EvdId) {}
 
+    /// A consumer thread begins (`true`) or ends (`false`) a sleep that
+    /// [`Transport::block`] does not cover (`dat_cno_wait`: it waits for any of several EVDs
+    /// and drives no progress; an EVD wait on a condition variable, where `block` returned
+    /// false). A transport that leaves its completion queues to the
+    /// application's polls while the application polls, and looks only now and then
+    /// whether it still does, must from now on deliver completions by itself soon after the
+    /// application stops polling. Calls nest (several sleepers); the default does nothing.
+    fn sleeping(&self, _begins: bool) {}
+
     /// Closes the IA: stops provider threads and releases every resource, including every
     /// upcall object it was given (the facade's endpoint links hold the endpoints' EVDs,
     /// which hold the transport: a link kept after `close` would keep them all alive).

@@ -61,10 +61,9 @@ pub(crate) fn write<T>(m: &RwLock<T>) -> std::sync::RwLockWriteGuard<'_, T> {
 
 /// How soon the event thread looks again at an endpoint whose lock was held when it looked
 /// for deadlines (it never waits for that lock: see [`crate::ep::Ep::st`]): a deadline is then fired
-/// at most this late. The same as the longest look at a polling application, so an
-/// application that keeps posting (and so holds its endpoints' locks often) wakes the thread
-/// no more often than one that keeps polling.
-pub const DEADLINE_RETRY: std::time::Duration = APP_LOOK_MAX;
+/// at most this late. Only endpoints with a deadline pending are looked at
+/// ([`crate::ep::Ep::timed`]), so a busy connected endpoint costs no retries.
+pub const DEADLINE_RETRY: std::time::Duration = std::time::Duration::from_millis(16);
 
 /// Milliseconds rdma_cm gets to resolve an address, then a route.
 pub const RESOLVE_MS: i32 = 2000;
@@ -74,13 +73,22 @@ pub const RESOLVE_MS: i32 = 2000;
 pub const APP_IDLE: std::time::Duration = std::time::Duration::from_millis(2);
 
 /// The longest the event thread sleeps between two looks at an application that keeps
-/// polling: the interval starts at [`APP_IDLE`] and doubles at every look that finds it still
-/// polling. Each look wakes the thread, which takes the CPU from the poller for a moment (a
-/// few system calls and two context switches: under emulation, as in the Soft-RoCE VM, enough
-/// for the facade's pacing to count the poller as preempted). The price is a later arming of
-/// the CQs once the application stops polling without sleeping in [`Shared::block`] (a CNO
-/// waiter, or none): at most twice this, once.
+/// polling while one of its threads sleeps in the provider (in [`Shared::block`] or a CNO
+/// wait, [`Shared::sleeping`]): the interval starts at [`APP_IDLE`] and doubles at every look
+/// that finds it still polling. Each look wakes the thread, which takes the CPU from the
+/// poller for a moment (a few system calls and two context switches: under emulation, as in
+/// the Soft-RoCE VM, enough for the facade's pacing to count the poller as preempted). The
+/// price is a later arming of the CQs once the application stops polling, for the sleeper
+/// whose completions nobody then polls: at most twice this, once.
 pub const APP_LOOK_MAX: std::time::Duration = std::time::Duration::from_millis(16);
+
+/// [`APP_LOOK_MAX`] while no application thread sleeps in the provider: then nobody waits
+/// for a completion the application's own polls do not take, and the looks only notice when
+/// the application goes quiet, to arm the CQs for whoever sleeps next. The first sleeper
+/// wakes the event thread if it sleeps longer than [`APP_LOOK_MAX`] ([`Shared::sleeping`]),
+/// so the longer interval delays no waiter: it saves a polling application about 60 wake-ups
+/// of the event thread a second.
+pub const APP_LOOK_QUIET_MAX: std::time::Duration = std::time::Duration::from_millis(1024);
 
 fn eventfd() -> std::io::Result<OwnedFd> {
     // SAFETY: eventfd takes no pointers; the descriptor is owned by the OwnedFd below.
@@ -259,6 +267,12 @@ pub struct Shared {
     /// The event thread armed every CQ and watches their channels, and nobody has taken
     /// their events since.
     armed: AtomicBool,
+    /// Application threads asleep in the provider: in [`Shared::block`], or in a CNO wait
+    /// ([`Shared::sleeping`]).
+    sleepers: AtomicU32,
+    /// The event thread is (about to be) asleep for longer than [`APP_LOOK_MAX`] while the
+    /// CQs are unarmed: the next sleeper wakes it.
+    long_look: AtomicBool,
     /// The device is gone or failed (`DAT_ASYNC_ERROR_IA_CATASTROPHIC` was reported).
     dead: AtomicBool,
     /// An id bound to the IA's address, so that a device removal reaches an IA without
@@ -324,6 +338,8 @@ impl Shared {
             waiters: Mutex::new(wait::Waiters::default()),
             stop: AtomicBool::new(false),
             polled: AtomicBool::new(false),
+            sleepers: AtomicU32::new(0),
+            long_look: AtomicBool::new(false),
             armed: AtomicBool::new(false),
             dead: AtomicBool::new(false),
             sentinel: Mutex::new(None),

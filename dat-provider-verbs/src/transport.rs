@@ -586,6 +586,10 @@ impl Transport for VerbsIa {
         self.shared.unblock(evd);
     }
 
+    fn sleeping(&self, begins: bool) {
+        self.shared.sleeping(begins);
+    }
+
     fn close(&self) {
         if self.closed.swap(true, Ordering::AcqRel) {
             return;

@@ -139,6 +139,7 @@ macro_rules! conformance_suite {
             evd::cno_detached,
             evd::cno_triggered_by_completion,
             evd::cno_triggered_while_other_evd_waits,
+            evd::cno_woken_soon_after_a_poller_stops,
             evd::freed_evd_handle,
             evd::cno_single_waiter,
             evd::cno_freed_while_waiting,

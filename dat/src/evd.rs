@@ -389,10 +389,13 @@ impl Evd {
                 continue;
             }
             st.sleepers += 1;
+            // Nobody drives the transport for this sleep: it is told (`Transport::sleeping`).
+            let asleep = Sleeping::begin(&*self.inner.transport);
             st = match self.inner.cond.wait_timeout(st, slice) {
                 Ok((g, _)) => g,
                 Err(p) => p.into_inner().0,
             };
+            drop(asleep);
             st.sleepers -= 1;
         }
     }
@@ -598,6 +601,8 @@ impl Evd {
 
 pub(crate) struct CnoInner {
     pub(crate) id: CnoId,
+    /// Told when a waiter sleeps ([`Transport::sleeping`]): nobody drives progress for it.
+    transport: DynArc<dyn Transport>,
     state: Mutex<CnoState>,
     cond: Condvar,
     freed: AtomicBool,
@@ -629,12 +634,30 @@ impl fmt::Debug for Cno {
     }
 }
 
+/// A CNO waiter's sleep as the transport knows it ([`Transport::sleeping`]): begun on
+/// creation, ended on drop (every way out of the wait).
+struct Sleeping<'a>(&'a dyn Transport);
+
+impl<'a> Sleeping<'a> {
+    fn begin(t: &'a dyn Transport) -> Self {
+        t.sleeping(true);
+        Sleeping(t)
+    }
+}
+
+impl Drop for Sleeping<'_> {
+    fn drop(&mut self) {
+        self.0.sleeping(false);
+    }
+}
+
 impl Cno {
     pub(crate) fn create(ia: &Arc<IaInner>) -> Cno {
         let id = ia.next_id();
         let cno = Cno {
             inner: Arc::new(CnoInner {
                 id: CnoId(id),
+                transport: ia.transport.clone(),
                 state: Mutex::new(CnoState::new()),
                 cond: Condvar::new(),
                 freed: AtomicBool::new(false),
@@ -667,6 +690,8 @@ impl Cno {
         let deadline = timeout.duration().map(|d| Instant::now() + d);
         let mut st = lock(&self.inner.state);
         st.begin_wait()?;
+        // Told before the first sleep, and again that it ended whichever way the wait ends.
+        let mut sleeping: Option<Sleeping<'_>> = None;
         loop {
             if let Some(evd) = st.try_complete_wait() {
                 st.end_wait();
@@ -682,6 +707,13 @@ impl Cno {
                 return Err(CnoState::timeout_error());
             }
             let slice = deadline.map_or(Duration::from_secs(3600), |d| d - now);
+            if sleeping.is_none() {
+                // Outside the state lock: a transport may wake its thread.
+                drop(st);
+                sleeping = Some(Sleeping::begin(&*self.inner.transport));
+                st = lock(&self.inner.state);
+                continue;
+            }
             st = match self.inner.cond.wait_timeout(st, slice) {
                 Ok((g, _)) => g,
                 Err(p) => p.into_inner().0,

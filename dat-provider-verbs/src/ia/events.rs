@@ -12,9 +12,7 @@ use dat_core::types::{ConnQual, CrId, EpId};
 use rdma_sys as sys;
 use sys::rdma_cm_event_type as ev;
 
-use super::{
-    APP_IDLE, APP_LOOK_MAX, CrPending, DEADLINE_RETRY, Owner, RESOLVE_MS, Shared, lock, read,
-};
+use super::{APP_IDLE, CrPending, DEADLINE_RETRY, Owner, RESOLVE_MS, Shared, lock, read};
 use crate::cm::{CmEvent, CmId, REJ_CONSUMER_DEFINED};
 use crate::ep::{Ep, Phase};
 
@@ -42,7 +40,8 @@ impl Shared {
         ];
         const FIXED: usize = 3;
         let mut last_active = Instant::now();
-        // The time between looks at an application that keeps polling (see APP_LOOK_MAX).
+        // The time between looks at an application that keeps polling (see APP_LOOK_MAX and
+        // APP_LOOK_QUIET_MAX).
         let mut look = APP_IDLE;
         while !self.stop.load(Ordering::Acquire) {
             let mut timeout = self.next_deadline().map_or(-1, |d| {
@@ -125,12 +124,13 @@ impl Shared {
             let now = Instant::now();
             if !self.armed().load(Ordering::Acquire) {
                 if self.app_active(now, &mut last_active) {
-                    look = (look * 2).min(APP_LOOK_MAX);
+                    look = self.next_look(look);
                 } else {
                     self.armed().store(true, Ordering::Release);
                     self.arm_all();
                     self.drain(true);
                     look = APP_IDLE;
+                    self.short_look();
                 }
             }
             self.fire_deadlines(now);

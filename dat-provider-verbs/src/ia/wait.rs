@@ -10,7 +10,7 @@ use std::time::Instant;
 
 use dat_core::types::EvdId;
 
-use super::{APP_IDLE, Shared, eventfd, lock, read, signal_raw};
+use super::{APP_IDLE, APP_LOOK_MAX, APP_LOOK_QUIET_MAX, Shared, eventfd, lock, read, signal_raw};
 
 /// The longest a thread without an eventfd of its own sleeps in [`Shared::block`] at a time
 /// ([`Shared::unblock`] cannot signal it, so it looks at its queue again this often). A
@@ -86,6 +86,49 @@ impl Shared {
     pub fn unblock(&self, evd: EvdId) {
         let me = WAITER_FD.with(|f| f.as_ref().map(AsRawFd::as_raw_fd));
         lock(&self.waiters).unblock(evd, me);
+    }
+
+    /// An application thread begins (`begins`) or ends a sleep in the provider: in
+    /// [`Shared::block`], or outside it (`Transport::sleeping`: a CNO wait). While one
+    /// sleeps, the event thread looks at a polling application at most every
+    /// [`APP_LOOK_MAX`] (it arms the CQs soon after the polls stop, for the sleeper); the
+    /// sleeper that finds it in a longer sleep wakes it.
+    pub fn sleeping(&self, begins: bool) {
+        if begins {
+            // SeqCst, with the event thread's store of `long_look` and load of `sleepers`:
+            // either it sees this sleeper or this sees its long sleep.
+            self.sleepers.fetch_add(1, Ordering::SeqCst);
+            if self.long_look.load(Ordering::SeqCst) && self.long_look.swap(false, Ordering::SeqCst)
+            {
+                self.wake();
+            }
+        } else {
+            self.sleepers.fetch_sub(1, Ordering::Release);
+        }
+    }
+
+    /// The longest the event thread may sleep before its next look at a polling
+    /// application, and whether it may go beyond [`APP_LOOK_MAX`] (no thread sleeps in the
+    /// provider): `look` doubled, capped. Called by the event thread only, before it sleeps
+    /// with its CQs unarmed.
+    pub(crate) fn next_look(&self, look: std::time::Duration) -> std::time::Duration {
+        self.long_look.store(true, Ordering::SeqCst);
+        let cap = if self.sleepers.load(Ordering::SeqCst) > 0 {
+            APP_LOOK_MAX
+        } else {
+            APP_LOOK_QUIET_MAX
+        };
+        let next = (look * 2).min(cap);
+        if next <= APP_LOOK_MAX {
+            self.long_look.store(false, Ordering::SeqCst);
+        }
+        next
+    }
+
+    /// Tells the event thread it need not be woken by a sleeper (it sleeps no longer than
+    /// [`APP_LOOK_MAX`], or has armed the CQs).
+    pub(crate) fn short_look(&self) {
+        self.long_look.store(false, Ordering::Relaxed);
     }
 
     /// True while an application thread drives the CQs itself: it polled within
@@ -178,8 +221,10 @@ impl Shared {
                     revents: 0,
                 },
             ];
+            self.sleeping(true);
             // SAFETY: `fds` is a live array of two pollfd for the call.
             unsafe { libc::poll(fds.as_mut_ptr(), 2, ms) };
+            self.sleeping(false);
             if fds[1].revents != 0 {
                 WAITER_FD.with(|f| {
                     if let Some(f) = f {

@@ -395,6 +395,63 @@ pub fn cno_triggered_while_other_evd_waits(t: &dyn Target) -> Outcome {
     Outcome::Pass
 }
 
+/// A CNO waiter is woken soon after another thread of its IA stops polling: a transport that
+/// leaves its completion queues to a polling application (and only now and then looks
+/// whether it still polls) must keep looking often while a CNO waiter sleeps, since nobody
+/// polls for it. Two rounds: `b`'s other thread polls its RDMA writes to completion for
+/// 1.5 s while the waiter sleeps, stops, and `a` sends to a receive on the CNO's EVD.
+pub fn cno_woken_soon_after_a_poller_stops(t: &dyn Target) -> Outcome {
+    use dat::types::{CompletionFlags, Cookie, DtoStatus};
+    let p = pair(t);
+    let cno = p.b.ia.create_cno().unwrap();
+    p.b.recv.modify_cno(Some(&cno)).unwrap();
+    let mut worst = Duration::ZERO;
+    for round in 0..2u64 {
+        crate::harness::post_recv(&p.b, &p.b.ep, 0, 64, 10 + round);
+        let c2 = cno.clone();
+        let waiter = std::thread::spawn(move || (c2.wait(crate::harness::WAIT), Instant::now()));
+        cno_waiter_registered(&cno);
+        let (ep, req) = (p.b.ep.clone(), p.b.req.clone());
+        let (local, remote) = (p.b.lmr.triplet(1024, 8), p.a.lmr.rmr_triplet(1024, 8));
+        let poller = std::thread::spawn(move || {
+            let stop = Instant::now() + Duration::from_millis(1500);
+            while Instant::now() < stop {
+                ep.post_rdma_write(&[local], Cookie(1), remote, CompletionFlags::DEFAULT)
+                    .expect("post_rdma_write");
+                loop {
+                    match req.dequeue() {
+                        Ok(ev) => match ev.data {
+                            EventData::Dto(c) => {
+                                assert_eq!(c.status, DtoStatus::Success, "{c:?}");
+                                break;
+                            }
+                            ref other => panic!("not a DTO completion: {other:?}"),
+                        },
+                        Err(e) if e == DatError::QUEUE_EMPTY => std::hint::spin_loop(),
+                        Err(e) => panic!("dequeue: {e:?}"),
+                    }
+                }
+            }
+        });
+        poller.join().expect("poller thread");
+        let sent = Instant::now();
+        crate::harness::post_send(&p.a, &p.a.ep, 0, 8, 20 + round);
+        crate::harness::expect_dto(&p.a.req);
+        let (r, woke) = waiter.join().expect("CNO waiter");
+        assert_eq!(r, Ok(Some(p.b.recv.id())), "round {round}");
+        assert_eq!(
+            crate::harness::expect_dto(&p.b.recv).cookie,
+            Cookie(10 + round)
+        );
+        worst = worst.max(woke.saturating_duration_since(sent));
+    }
+    assert!(
+        worst < Duration::from_millis(400),
+        "the CNO waiter woke {worst:?} after the send (at most 400 ms)"
+    );
+    Outcome::Pass
+}
+
 /// Two receive completions taken by waits: in order, and the first wait's `nmore` counts what
 /// is really queued behind it (a wait that finds its completion at once may have found the
 /// second in the same poll and queued it).
