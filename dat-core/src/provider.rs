@@ -353,6 +353,14 @@ pub trait EpPost: Send + Sync {
     fn post(&self, wr: WorkRequest) -> DatResult<()>;
 }
 
+/// An EVD's own look at its completions ([`Transport::evd_poll`]).
+pub trait EvdPoll: Send + Sync {
+    /// [`Transport::progress_evd`] of this EVD: the same looks and outcome, without the
+    /// transport's lookup of the EVD's queue by its id. Called while the EVD lives (never
+    /// after [`Transport::free_evd`]); harmless after the IA closed (nothing is delivered).
+    fn progress(&self) -> bool;
+}
+
 /// One open IA of a provider. Every method is called only after the core validated the call.
 pub trait Transport: Send + Sync {
     /// Adapter attributes (limits, address).
@@ -413,6 +421,14 @@ pub trait Transport: Send + Sync {
     /// `DAT_INSUFFICIENT_RESOURCES|DAT_RESOURCE_TEVD`.
     fn create_evd(&self, _evd: EvdId, _flags: EvdFlags, _qlen: u32) -> DatResult<()> {
         Ok(())
+    }
+
+    /// The EVD's own look at its completions, if the transport has one: the core asks once,
+    /// after [`Transport::create_evd`] succeeded, and then calls it instead of
+    /// [`Transport::progress_evd`] with the EVD's id (a dequeue's look then skips the
+    /// transport's lookup of the EVD's queue). `None` (the default): `progress_evd`.
+    fn evd_poll(&self, _evd: EvdId) -> Option<Arc<dyn EvdPoll>> {
+        None
     }
 
     /// Releases an EVD.

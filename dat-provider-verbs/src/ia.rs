@@ -17,9 +17,7 @@
 //! facts are delivered with no lock held. No upcall calls back into the transport. The
 //! endpoint map's read lock comes before an endpoint's lock (a post holds it for the post,
 //! the event thread while it looks at deadlines); its write lock is taken with no endpoint's
-//! lock held. A dequeue's entry of the EVD-to-CQ cache (`Shared::cq_entry`, only tried by a
-//! poll) comes before the CQ's lock and before the `cqs` read lock; `remove_cq` and
-//! `close_all` take an entry's lock holding nothing else.
+//! lock held.
 
 use std::net::IpAddr;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
@@ -43,6 +41,7 @@ mod device_events;
 mod events;
 mod wait;
 
+pub(crate) use completions::EvdPoller;
 pub(crate) use wait::drain_eventfd;
 
 pub(crate) use device_events::{attach, unwatch};
@@ -119,12 +118,6 @@ pub const GRACEFUL_LIMIT: std::time::Duration = std::time::Duration::from_secs(4
 /// peer unreachable itself (rdma_cm does not always report an address it has no route to).
 pub const RESOLVE_LIMIT: std::time::Duration = std::time::Duration::from_millis(3 * 2000);
 
-/// Entries of `progress_evd`'s EVD-to-CQ cache ([`Shared::cq_entry`]).
-const CQ_CACHE: usize = 8;
-
-/// One entry of `progress_evd`'s cache: an EVD and its CQ, under a lock its pollers try.
-pub(crate) type CqEntry = FlagLock<Option<(EvdId, Arc<CqSlot>)>>;
-
 /// A CQ and the lock its pollers take.
 pub struct CqSlot {
     /// The CQ.
@@ -134,8 +127,23 @@ pub struct CqSlot {
     /// A [`FlagLock`] rather than a `Mutex<()>`: a busy poll takes it on every look at an
     /// empty CQ. A poller that must have it (a waiter about to sleep, a terminal fact's
     /// drain) waits until the holder's batch is delivered. The lock also guards the
-    /// endpoint of the CQ's last completion ([`LastEp`]).
-    poll: FlagLock<LastEp>,
+    /// endpoint of the CQ's last completion ([`LastEp`]) and the CQ as its pollers see it.
+    /// Shared with the EVD's [`EvdPoller`], which holds only this.
+    pub(crate) poll: Arc<CqPoll>,
+}
+
+/// A CQ's poll side ([`CqSlot::poll`]): what an EVD's [`EvdPoller`] holds, so that freeing
+/// the EVD ([`CqSlot::release`]) leaves it nothing to poll and no hold on the device's CQ,
+/// however long the facade keeps the poller.
+pub(crate) type CqPoll = FlagLock<PollState>;
+
+/// What a CQ's poll lock guards.
+#[derive(Debug, Default)]
+pub(crate) struct PollState {
+    /// The endpoint of the CQ's last completion.
+    pub(crate) last: LastEp,
+    /// The CQ, until its EVD is freed or the IA closes (`None`: nothing to poll).
+    pub(crate) cq: Option<Arc<Cq>>,
 }
 
 /// The endpoint whose QP made a CQ's last work completion, kept under the CQ's poll lock so
@@ -144,8 +152,8 @@ pub struct CqSlot {
 /// `Shared::qpn_gen` is unchanged, which every change of `by_qpn` bumps. A strong reference,
 /// lent to the completion's delivery (a `Weak` cost every completion an upgrade's
 /// compare-exchange and a release's decrement); so that a CQ does not keep a freed endpoint
-/// (and the facade's upcalls behind it) alive, `free_ep` and `close_all` take it back
-/// ([`CqSlot::forget_ep`], [`CqSlot::forget_all`]).
+/// (and the facade's upcalls behind it) alive, `free_ep` takes it back
+/// ([`CqSlot::forget_ep`]), and `remove_cq` and `close_all` with the CQ ([`CqSlot::release`]).
 #[derive(Default)]
 pub struct LastEp {
     /// The QP number.
@@ -168,10 +176,26 @@ impl std::fmt::Debug for LastEp {
 
 impl CqSlot {
     fn new(cq: Cq) -> CqSlot {
+        let cq = Arc::new(cq);
         CqSlot {
-            cq: Arc::new(cq),
-            poll: FlagLock::new(LastEp::default()),
+            poll: Arc::new(FlagLock::new(PollState {
+                last: LastEp::default(),
+                cq: Some(cq.clone()),
+            })),
+            cq,
         }
+    }
+
+    /// Ends the polls of this CQ (its EVD is freed, or the IA closes): its pollers find
+    /// nothing from now on, and an [`EvdPoller`] the facade still holds keeps neither the
+    /// CQ nor its last endpoint. Waits for a poller's batch.
+    pub fn release(&self) {
+        let (cq, ep) = {
+            let mut st = self.poll.lock();
+            (st.cq.take(), st.last.ep.take())
+        };
+        // Dropped with no lock held.
+        drop((cq, ep));
     }
 
     /// Takes back the CQ's reference to `ep` if it is the CQ's last endpoint (the endpoint
@@ -179,20 +203,14 @@ impl CqSlot {
     /// poller takes one under this lock).
     pub fn forget_ep(&self, ep: &Arc<Ep>) {
         let old = {
-            let mut last = self.poll.lock();
-            if last.ep.as_ref().is_some_and(|e| Arc::ptr_eq(e, ep)) {
-                last.ep.take()
+            let mut st = self.poll.lock();
+            if st.last.ep.as_ref().is_some_and(|e| Arc::ptr_eq(e, ep)) {
+                st.last.ep.take()
             } else {
                 None
             }
         };
         // Dropped with no lock held.
-        drop(old);
-    }
-
-    /// Takes back the CQ's reference to its last endpoint, whichever it is (the IA closes).
-    pub fn forget_all(&self) {
-        let old = self.poll.lock().ep.take();
         drop(old);
     }
 }
@@ -300,14 +318,8 @@ pub struct Shared {
     pub(crate) listeners: Mutex<IdMap<SpId, Listener>>,
     pub(crate) crs: Mutex<IdMap<CrId, CrPending>>,
     next_wr: AtomicU64,
-    /// Calls of [`Shared::progress_evd`] (approximately).
+    /// Looks of an EVD at its CQ ([`Shared::progress_cq`], approximately).
     evd_polls: AtomicU32,
-    /// `progress_evd`'s cache of the CQs of the EVDs it polls (entry `evd % CQ_CACHE`), so
-    /// that a dequeue skips the lookup in `cqs` (its read lock, a hash probe and a reference
-    /// count: about 45 instructions per dequeue). A poll holds its entry's lock while it
-    /// polls and tries it only: a busy entry sends the poll to `cqs`. `remove_cq` and
-    /// `close_all` clear the entries of the CQs they release.
-    cq_cache: [CqEntry; CQ_CACHE],
     next_cr: AtomicU32,
 }
 
@@ -358,7 +370,6 @@ impl Shared {
             crs: Mutex::new(IdMap::default()),
             next_wr: AtomicU64::new(1),
             evd_polls: AtomicU32::new(0),
-            cq_cache: std::array::from_fn(|_| FlagLock::new(None)),
             next_cr: AtomicU32::new(1),
         })
     }
@@ -401,25 +412,13 @@ impl Shared {
 
     /// Releases the CQ of an EVD (QPs still on it keep it alive).
     pub fn remove_cq(&self, evd: EvdId) {
-        write(&self.cqs).remove(&evd);
+        let slot = write(&self.cqs).remove(&evd);
+        if let Some(slot) = &slot {
+            slot.release();
+        }
+        drop(slot);
         lock(&self.waiters).forget(evd);
-        // After the map: a poll that looks the EVD up holds the entry's lock from the lookup
-        // to the entry's update, so it either missed the EVD or left the entry for this.
-        let cached = {
-            let mut e = self.cq_entry(evd).lock();
-            if e.as_ref().is_some_and(|(id, _)| *id == evd) {
-                e.take()
-            } else {
-                None
-            }
-        };
-        drop(cached);
         self.refresh_snapshot();
-    }
-
-    /// The entry of `evd` in `progress_evd`'s cache.
-    pub(crate) fn cq_entry(&self, evd: EvdId) -> &CqEntry {
-        &self.cq_cache[evd.0 as usize % CQ_CACHE]
     }
 
     /// The CQ of `evd`, or the IA's spare CQ for a queue without an EVD.
@@ -574,7 +573,7 @@ impl Shared {
         }
         // The CQs' last endpoints: an endpoint and its CQs would otherwise keep each other.
         for slot in read(&self.cqs).values().chain(lock(&self.null_cq).iter()) {
-            slot.forget_all();
+            slot.release();
         }
         {
             let mut m = write(&self.by_qpn);
@@ -590,12 +589,6 @@ impl Shared {
         lock(&self.mws).clear();
         lock(&self.mrs).clear();
         write(&self.cqs).clear();
-        let cached: Vec<_> = self
-            .cq_cache
-            .iter()
-            .filter_map(|e| e.lock().take())
-            .collect();
-        drop(cached);
         *lock(&self.null_cq) = None;
         *write(&self.snapshot) = Arc::from(Vec::new());
         write(&self.pds).clear();

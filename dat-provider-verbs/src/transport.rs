@@ -227,6 +227,14 @@ impl Transport for VerbsIa {
         Ok(())
     }
 
+    fn evd_poll(&self, evd: EvdId) -> Option<Arc<dyn dat_core::provider::EvdPoll>> {
+        let poll = read(&self.shared.cqs).get(&evd)?.poll.clone();
+        Some(Arc::new(crate::ia::EvdPoller {
+            shared: self.shared.clone(),
+            poll,
+        }))
+    }
+
     fn free_evd(&self, evd: EvdId) {
         self.shared.remove_cq(evd);
     }

@@ -135,9 +135,9 @@ fn no_device_resources_left_after_a_disconnect_storm() {
     );
 }
 
-/// A DTO EVD that was dequeued (so the provider's dequeue cache holds its CQ) and is then freed
-/// gives its CQ back to the device, as does one freed without a dequeue and one the IA's close
-/// frees.
+/// A DTO EVD that was dequeued (the facade keeps the provider's poller of its CQ until the
+/// EVD's last handle goes) and is then freed gives its CQ back to the device, as does one
+/// freed without a dequeue and one the IA's close frees.
 fn dequeued_evd_frees_its_cq(t: &dyn dat_tests::Target) -> dat_tests::Outcome {
     use dat::DatError;
     use dat::types::{CloseFlags, EvdFlags};

@@ -16,7 +16,7 @@ use dat_core::error::Subtype;
 use dat_core::evd::{
     AsyncHandle, DtoCompletion, EvdParam, EvdQueue, Event, Push, Signal, WaitStatus,
 };
-use dat_core::provider::Transport;
+use dat_core::provider::{EvdPoll, Transport};
 use dat_core::types::{CnoId, EvdFlags, EvdId, EventNumber, Timeout};
 use dat_core::{DatError, DatResult};
 
@@ -39,6 +39,9 @@ pub(crate) struct EvdInner {
     pub(crate) id: EvdId,
     ia: Weak<IaInner>,
     transport: DynArc<dyn Transport>,
+    /// The transport's own look at this EVD's completions ([`Transport::evd_poll`]), else
+    /// `None` and [`Transport::progress_evd`].
+    poll: Option<DynArc<dyn EvdPoll>>,
     state: Mutex<EvdState>,
     cond: Condvar,
     /// False only while a dequeue would find nothing (queue empty, no waiter, not dead), so
@@ -109,7 +112,16 @@ impl EvdInner {
     /// handed to this call, if any.
     #[inline(always)]
     fn poll_handed(&self) -> (bool, Option<DtoCompletion>) {
-        crate::handoff::poll::<EvdInner>(self, || self.transport.progress_evd(self.id))
+        crate::handoff::poll::<EvdInner>(self, || self.progress_own())
+    }
+
+    /// The transport's look at this EVD's completions: its own entry, else `progress_evd`.
+    #[inline(always)]
+    fn progress_own(&self) -> bool {
+        match &self.poll {
+            Some(p) => p.progress(),
+            None => self.transport.progress_evd(self.id),
+        }
     }
 
     /// The queued way of [`EvdInner::push_dto`] (out of line: the hand-off is the hot path).
@@ -210,6 +222,7 @@ impl Evd {
     pub(crate) fn from_queue(
         ia: Weak<IaInner>,
         transport: DynArc<dyn Transport>,
+        poll: Option<DynArc<dyn EvdPoll>>,
         id: u32,
         q: EvdQueue,
         is_async: bool,
@@ -220,6 +233,7 @@ impl Evd {
                 id: EvdId(id),
                 ia,
                 transport,
+                poll,
                 state: Mutex::new(EvdState {
                     q,
                     sleepers: 0,
@@ -252,7 +266,8 @@ impl Evd {
         })?;
         let id = ia.next_id();
         ia.transport.create_evd(EvdId(id), flags, q.qlen())?;
-        let evd = Evd::from_queue(Arc::downgrade(ia), ia.transport.clone(), id, q, false);
+        let poll = ia.transport.evd_poll(EvdId(id)).map(DynArc::new);
+        let evd = Evd::from_queue(Arc::downgrade(ia), ia.transport.clone(), poll, id, q, false);
         if let Some(c) = cno {
             evd.attach_cno(Some(c.clone()));
         }
@@ -341,7 +356,7 @@ impl Evd {
             if clock.is_none() && !progressed && !fast {
                 // The first look: this EVD's own completions, as a dequeue looks.
                 drop(st);
-                if self.inner.transport.progress_evd(self.inner.id) {
+                if self.inner.progress_own() {
                     crate::pace::busy_poll();
                 }
                 st = lock(&self.inner.state);

@@ -184,7 +184,7 @@ impl Ia {
             }
         };
         let inner = Arc::new_cyclic(|weak: &Weak<IaInner>| {
-            let async_evd = Evd::from_queue(weak.clone(), transport.clone(), 0, queue, true);
+            let async_evd = Evd::from_queue(weak.clone(), transport.clone(), None, 0, queue, true);
             IaInner {
                 name: name.to_owned(),
                 ia_attr,

@@ -10,17 +10,36 @@ use dat_core::provider::{CmFact, Completion};
 use dat_core::types::{CompletionFlags, DtoStatus, EvdId};
 use rdma_sys as sys;
 
-use super::{CqSlot, LastEp, Shared, lock, read};
+use super::{CqPoll, CqSlot, LastEp, PollState, Shared, lock, read};
 use crate::ep::{Ep, Phase, SIGNAL_EVERY, WR_BIND, WR_MARK, WR_RECV, WR_SRQ};
 use crate::verbs::{dto_status, wc_room};
 
-/// One poll of an EVD in this many looks at every CQ of the IA ([`Shared::progress_evd`]).
+/// One poll of an EVD in this many looks at every CQ of the IA ([`Shared::progress_cq`]).
 /// What waits in another EVD's CQ is bounded by the requests outstanding on its queues (the
 /// facade takes no more than the endpoints' `max_*_dtos`), not by how often it is polled;
 /// the cadence only decides how soon a completion nobody dequeues for (the null CQ's) is
-/// retired while a consumer busy-polls another EVD. A full look costs about 640 instructions
-/// with four CQs (`dapltest -T P`): one in 8 dequeues made it about 140 per operation.
-pub const OTHERS_EVERY: u32 = 32;
+/// retired while a consumer busy-polls another EVD (at 20 000 dequeues a second, within
+/// about 6 ms). A full look costs about 650 instructions with four CQs (`dapltest -T P`,
+/// about 4.3 dequeues per operation, the empty ones included): one in 32 dequeues made it
+/// about 87 instructions per operation (session 14), one in 128 about 22.
+pub const OTHERS_EVERY: u32 = 128;
+
+/// A DTO EVD's own look at its CQ (`Transport::evd_poll`): the CQ held, so that a dequeue
+/// looks nothing up (the EVD-to-CQ map's read lock and hash probe, or before session 14 a
+/// cache entry's lock: two atomic operations and about 40 instructions per dequeue). Freeing
+/// the EVD takes the CQ out of its reach ([`CqSlot::release`]), so the device's CQ goes at
+/// `dat_evd_free` although the facade drops the poller only with the EVD's last handle.
+pub(crate) struct EvdPoller {
+    pub(crate) shared: Arc<Shared>,
+    /// The CQ's poll side only (see [`CqPoll`]).
+    pub(crate) poll: Arc<CqPoll>,
+}
+
+impl dat_core::provider::EvdPoll for EvdPoller {
+    fn progress(&self) -> bool {
+        self.shared.progress_cq(&self.poll)
+    }
+}
 
 /// Work completions taken per `ibv_poll_cq`.
 const POLL_BATCH: usize = 8;
@@ -34,13 +53,30 @@ impl Shared {
         self.drain(false)
     }
 
-    /// Polls the CQ of `evd` for a poll of that EVD (`dat_evd_dequeue`), and every CQ of the
-    /// IA on one such call in [`OTHERS_EVERY`] (or when `evd` has no CQ): a dequeue does not
-    /// pay for the CQs of the IA's other EVDs (`dapltest -T P` has four), whose completions
-    /// wait for their own EVD's polls, a waiter's spin ([`Shared::progress`], every CQ),
-    /// the event thread, or the next full look; the null CQ (requests whose EVD is not given)
-    /// is drained that way too. True if anything was delivered.
+    /// Polls the CQ of `evd` for a poll of that EVD (`dat_evd_dequeue`) as
+    /// [`Shared::progress_cq`] does, looking the CQ up by the EVD's id; every CQ of the IA
+    /// when `evd` has none. The facade calls it for EVDs without an [`EvdPoller`] only (those
+    /// without a CQ). True if anything was delivered.
     pub fn progress_evd(&self, evd: EvdId) -> bool {
+        match read(&self.cqs).get(&evd).cloned() {
+            Some(slot) => self.progress_cq(&slot.poll),
+            None => {
+                if !self.polled.load(Ordering::Relaxed) {
+                    self.polled.store(true, Ordering::Relaxed);
+                }
+                self.drain(false)
+            }
+        }
+    }
+
+    /// Polls `slot`, the CQ of the EVD being polled (`dat_evd_dequeue`), and every CQ of the
+    /// IA on one such call in [`OTHERS_EVERY`]: a dequeue does not pay for the CQs of the
+    /// IA's other EVDs (`dapltest -T P` has four), whose completions wait for their own EVD's
+    /// polls, a waiter's spin ([`Shared::progress`], every CQ), the event thread, or the next
+    /// full look; the null CQ (requests whose EVD is not given) is drained that way too.
+    /// True if anything was delivered.
+    #[inline(always)]
+    pub(crate) fn progress_cq(&self, poll: &CqPoll) -> bool {
         if !self.polled.load(Ordering::Relaxed) {
             self.polled.store(true, Ordering::Relaxed);
         }
@@ -48,25 +84,9 @@ impl Shared {
         let n = self.evd_polls.load(Ordering::Relaxed);
         self.evd_polls.store(n.wrapping_add(1), Ordering::Relaxed);
         if !n.is_multiple_of(OTHERS_EVERY) {
-            if let Some(mut entry) = self.cq_entry(evd).try_lock() {
-                if let Some((id, slot)) = entry.as_ref()
-                    && *id == evd
-                {
-                    // The usual dequeue: the poll inlined (one function's entry and exit
-                    // instead of two, and `wait` known).
-                    return self.poll_cq_inline(slot, false);
-                }
-                // Looked up and stored under the entry's lock (see `remove_cq`).
-                if let Some(slot) = read(&self.cqs).get(&evd).cloned() {
-                    let old = entry.replace((evd, slot));
-                    let polled = entry.as_ref().is_some_and(|(_, s)| self.poll_cq(s, false));
-                    drop(entry);
-                    drop(old);
-                    return polled;
-                }
-            } else if let Some(slot) = read(&self.cqs).get(&evd).cloned() {
-                return self.poll_cq(&slot, false);
-            }
+            // The usual dequeue: the poll inlined (one function's entry and exit instead of
+            // two, and `wait` known).
+            return self.poll_cq_inline(poll, false);
         }
         self.drain(false)
     }
@@ -75,24 +95,29 @@ impl Shared {
     /// delivers them. With `wait` false a CQ another thread is polling is skipped.
     #[inline(never)]
     pub fn poll_cq(&self, slot: &CqSlot, wait: bool) -> bool {
-        self.poll_cq_inline(slot, wait)
+        self.poll_cq_inline(&slot.poll, wait)
     }
 
     /// [`Shared::poll_cq`], inlined where a dequeue finds its EVD's CQ in the cache.
     #[inline(always)]
-    fn poll_cq_inline(&self, slot: &CqSlot, wait: bool) -> bool {
+    fn poll_cq_inline(&self, poll: &CqPoll, wait: bool) -> bool {
         let mut g = if wait {
-            slot.poll.lock()
+            poll.lock()
         } else {
-            match slot.poll.try_lock() {
+            match poll.try_lock() {
                 Some(g) => g,
                 None => return false,
             }
         };
+        let PollState { last, cq } = &mut *g;
+        // Released (its EVD freed, or the IA closed): nothing to poll.
+        let Some(cq) = cq.as_ref() else {
+            return false;
+        };
         let mut room = wc_room::<POLL_BATCH>();
         let mut any = false;
         loop {
-            let wcs = match slot.cq.poll(&mut room) {
+            let wcs = match cq.poll(&mut room) {
                 Ok(wcs) => wcs,
                 Err(e) => {
                     tracing::warn!(ia = %self.name, error = %e, "ibv_poll_cq failed");
@@ -108,7 +133,7 @@ impl Shared {
             // ping-pong end would otherwise poll twice per completion, the second in vain).
             let more = wcs.len() == POLL_BATCH;
             for wc in wcs {
-                self.handle_wc(wc, &mut g);
+                self.handle_wc(wc, last);
             }
             if !more {
                 return true;
