@@ -1,5 +1,5 @@
 # Shell functions shared by the Soft-RoCE benchmark scripts (sourced, not run):
-# dat-provider-verbs/tests/rxe-lat.sh, dat-capi/tests/rxe-dapltest-p.sh and
+# dat-provider-verbs/tests/rxe-lat.sh, dat-capi/tests/rxe-dapltest-p.sh, rxe-dapltest-t.sh and
 # scripts/rxe-callgrind.sh.
 
 # rxe_vm NAME: prints the rxe-vm script to use ($RXE_VM, else ../shared/rxe-vm/rxe-vm beside the
@@ -62,6 +62,28 @@ rxe_capi_conf() {
     echo "$1/$2-dat.conf"
 }
 
+# rxe_rotate OUT ROUNDS RUN [LABEL=DIR...] (inside the guest): ROUNDS rounds over OFA dapl's
+# `ofa-v2-rxe` and each LABEL's libdat_capi.so (IA `rs-verbs`, through a registry written by
+# rxe_capi_conf), in an order that rotates every round, calling `RUN LABEL IA ROUND
+# [DAT_OVERRIDE]` for each (label `ofa` without an override).
+rxe_rotate() {
+    local out=$1 rounds=$2 run=$3 pair l e conf n r i
+    shift 3
+    local runs=("ofa=")
+    for pair in "$@"; do
+        l=${pair%%=*}
+        runs+=("$l=$(rxe_capi_conf "$out" "$l" "${pair#*=}")")
+    done
+    n=${#runs[@]}
+    for r in $(seq "$rounds"); do
+        for i in $(seq 0 $((n - 1))); do
+            e=${runs[$(((i + r) % n))]}
+            l=${e%%=*} conf=${e#*=}
+            if [ "$l" = ofa ]; then "$run" ofa ofa-v2-rxe "$r"; else "$run" "$l" rs-verbs "$r" "$conf"; fi
+        done
+    done
+}
+
 # rxe_medians RESULTS (inside the guest): for each label and measure of RESULTS (lines of
 # `LABEL MEASURE VALUE`), the median of its values, then the values.
 rxe_medians() {
@@ -111,17 +133,36 @@ rxe_pair() {
 # SCRIPT in one VM run as `SCRIPT --guest OUT PARAM... LABEL=DIR...` (the N PARAMs first), OUT
 # being target/NAME. Does not return.
 rxe_bench_host() {
-    local name=$1 script=$2 n=$3 vm out
-    shift 3
+    rxe_host datperf "$1" "$2" 1800 "${@:3}"
+}
+
+# rxe_capi_host NAME SCRIPT TIMEOUT N PARAM... [LABEL=DIR...] (on the host, in the checkout
+# $root): the same for a libdat_capi.so benchmark script: each LABEL's DIR must hold a
+# libdat_capi.so inside the checkout; the VM run lasts at most TIMEOUT seconds.
+rxe_capi_host() {
+    rxe_host capi "$@"
+}
+
+# rxe_host KIND NAME SCRIPT TIMEOUT N PARAM... [LABEL=DIR...]: rxe_bench_host (KIND datperf) and
+# rxe_capi_host (KIND capi).
+rxe_host() {
+    local kind=$1 name=$2 script=$3 timeout=$4 n=$5 vm out a
+    shift 5
     local params=("${@:1:n}")
     shift "$n"
     vm=$(rxe_vm "$name")
     out="$root/target/$name"
     mkdir -p "$out"
-    local pairs
-    mapfile -t pairs < <(rxe_datperf_pairs "$name" "$out" "$@")
-    [ ${#pairs[@]} -eq $(($# > 0 ? $# : 1)) ] || exit 2
-    exec "$vm" --timeout 1800 --env RUST_LOG="${RUST_LOG:-warn}" \
+    local pairs=()
+    if [ "$kind" = capi ]; then
+        for a in "$@"; do
+            pairs+=("$(rxe_pair "$name" "$a" libdat_capi.so)") || exit 2
+        done
+    else
+        mapfile -t pairs < <(rxe_datperf_pairs "$name" "$out" "$@")
+        [ ${#pairs[@]} -eq $(($# > 0 ? $# : 1)) ] || exit 2
+    fi
+    exec "$vm" --timeout "$timeout" --env RUST_LOG="${RUST_LOG:-warn}" \
         -- "$script" --guest "$out" "${params[@]}" "${pairs[@]}"
 }
 

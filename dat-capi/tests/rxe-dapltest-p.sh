@@ -28,19 +28,7 @@ if [ "${1:-}" = --guest ]; then
         # A failed round (e.g. a connection refused under load) counts for no label.
         if [ -n "$v" ]; then echo "$1 $v" >>"$res"; fi
     }
-    runs=("ofa=")
-    for pair in "$@"; do
-        l=${pair%%=*}
-        runs+=("$l=$(rxe_capi_conf "$out" "$l" "${pair#*=}")")
-    done
-    n=${#runs[@]}
-    for r in $(seq "$rounds"); do
-        for i in $(seq 0 $((n - 1))); do
-            e=${runs[$(((i + r) % n))]}
-            l=${e%%=*} conf=${e#*=}
-            if [ "$l" = ofa ]; then run ofa ofa-v2-rxe "$r"; else run "$l" rs-verbs "$r" "$conf"; fi
-        done
-    done
+    rxe_rotate "$out" "$rounds" run "$@"
     # The best round is printed too: on a loaded host it is the least disturbed one; the upper
     # quartile is a figure of the VM's fast mode (its rounds are bimodal).
     echo "dapltest -T P RW 2 B, $rounds rounds of $iters operations (ops/s): median, upper quartile, best (all)"
@@ -56,13 +44,5 @@ fi
 
 root=$(cd "$(dirname "$0")/../.." && pwd)
 cd "$root"
-vm=$(rxe_vm rxe-dapltest-p)
-out="$root/target/rxe-dapltest-p"
-mkdir -p "$out"
-pairs=()
-for a in "$@"; do
-    pairs+=("$(rxe_pair rxe-dapltest-p "$a" libdat_capi.so)") || exit 2
-done
-exec "$vm" --timeout 1800 --env RUST_LOG="${RUST_LOG:-warn}" \
-    -- "$root/dat-capi/tests/rxe-dapltest-p.sh" --guest "$out" \
-    "${RXE_P_ROUNDS:-15}" "${RXE_P_ITERS:-2000}" "${pairs[@]}"
+rxe_capi_host rxe-dapltest-p "$root/dat-capi/tests/rxe-dapltest-p.sh" 1800 2 \
+    "${RXE_P_ROUNDS:-15}" "${RXE_P_ITERS:-2000}" "$@"

@@ -42,19 +42,7 @@ if [ "${1:-}" = --guest ]; then
             wait $s || true
         )
     }
-    runs=("ofa=")
-    for pair in "$@"; do
-        l=${pair%%=*}
-        runs+=("$l=$(rxe_capi_conf "$out" "$l" "${pair#*=}")")
-    done
-    n=${#runs[@]}
-    for r in $(seq "$rounds"); do
-        for i in $(seq 0 $((n - 1))); do
-            e=${runs[$(((i + r) % n))]}
-            l=${e%%=*} conf=${e#*=}
-            if [ "$l" = ofa ]; then run ofa ofa-v2-rxe "$r"; else run "$l" rs-verbs "$r" "$conf"; fi
-        done
-    done
+    rxe_rotate "$out" "$rounds" run "$@"
     echo "dapltest -T T -V (2 threads x 4 endpoints, 1000 iterations), $rounds rounds (seconds): median (all)"
     awk '{ v[$1] = v[$1] " " $2 } END { for (k in v) print k, v[k] }' "$res" | sort \
         | while read -r l vals; do
@@ -66,12 +54,4 @@ fi
 
 root=$(cd "$(dirname "$0")/../.." && pwd)
 cd "$root"
-vm=$(rxe_vm rxe-dapltest-t)
-out="$root/target/rxe-dapltest-t"
-mkdir -p "$out"
-pairs=()
-for a in "$@"; do
-    pairs+=("$(rxe_pair rxe-dapltest-t "$a" libdat_capi.so)") || exit 2
-done
-exec "$vm" --timeout 3000 --env RUST_LOG="${RUST_LOG:-warn}" \
-    -- "$root/dat-capi/tests/rxe-dapltest-t.sh" --guest "$out" "${RXE_T_ROUNDS:-3}" "${pairs[@]}"
+rxe_capi_host rxe-dapltest-t "$root/dat-capi/tests/rxe-dapltest-t.sh" 3000 1 "${RXE_T_ROUNDS:-3}" "$@"
