@@ -251,3 +251,68 @@ impl Shared {
         true
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::os::fd::{AsRawFd, OwnedFd};
+
+    use dat_core::types::EvdId;
+
+    use super::{Waiters, drain_eventfd};
+    use crate::ia::eventfd;
+
+    /// Whether `fd` (a non-blocking eventfd) was signalled; drains it.
+    fn signalled(fd: &OwnedFd) -> bool {
+        let mut p = libc::pollfd {
+            fd: fd.as_raw_fd(),
+            events: libc::POLLIN,
+            revents: 0,
+        };
+        // SAFETY: one live pollfd for the call, no wait.
+        let n = unsafe { libc::poll(&mut p, 1, 0) };
+        drain_eventfd(fd);
+        n == 1
+    }
+
+    #[test]
+    fn an_unblock_without_a_sleeper_is_kept_once_for_the_next_block() {
+        let mut w = Waiters::default();
+        let (a, b) = (EvdId(1), EvdId(2));
+        w.unblock(a, None);
+        w.unblock(a, None);
+        assert!(!w.take(b), "kept for its own EVD only");
+        assert!(w.take(a), "the next block of the EVD takes it");
+        assert!(!w.take(a), "kept once, however many unblocks came");
+    }
+
+    #[test]
+    fn an_unblock_signals_the_evds_sleepers_and_keeps_nothing() {
+        let mut w = Waiters::default();
+        let (mine, other) = (eventfd().unwrap(), eventfd().unwrap());
+        w.asleep.push((EvdId(1), mine.as_raw_fd()));
+        w.asleep.push((EvdId(2), other.as_raw_fd()));
+        w.unblock(EvdId(1), None);
+        assert!(signalled(&mine));
+        assert!(!signalled(&other), "another EVD's sleeper is not woken");
+        assert!(!w.take(EvdId(1)), "a signalled sleeper needs nothing kept");
+    }
+
+    #[test]
+    fn the_callers_own_block_is_not_signalled_but_its_unblock_is_kept() {
+        // A block that delivers its own EVD's completion while it drains the CQ.
+        let mut w = Waiters::default();
+        let me = eventfd().unwrap();
+        w.asleep.push((EvdId(3), me.as_raw_fd()));
+        w.unblock(EvdId(3), Some(me.as_raw_fd()));
+        assert!(!signalled(&me));
+        assert!(w.take(EvdId(3)), "kept: the block then does not sleep");
+    }
+
+    #[test]
+    fn a_freed_evds_kept_unblock_is_forgotten() {
+        let mut w = Waiters::default();
+        w.unblock(EvdId(4), None);
+        w.forget(EvdId(4));
+        assert!(!w.take(EvdId(4)));
+    }
+}
