@@ -649,8 +649,9 @@ impl fmt::Debug for Cno {
     }
 }
 
-/// A CNO waiter's sleep as the transport knows it ([`Transport::sleeping`]): begun on
-/// creation, ended on drop (every way out of the wait).
+/// A sleep the transport drives no progress for (a CNO wait, an EVD wait on the condition
+/// variable), as the transport knows it ([`Transport::sleeping`]): begun on creation, ended
+/// on drop (every way out of the wait).
 struct Sleeping<'a>(&'a dyn Transport);
 
 impl<'a> Sleeping<'a> {
@@ -723,11 +724,7 @@ impl Cno {
             }
             let slice = deadline.map_or(Duration::from_secs(3600), |d| d - now);
             if sleeping.is_none() {
-                // Outside the state lock: a transport may wake its thread.
-                drop(st);
                 sleeping = Some(Sleeping::begin(&*self.inner.transport));
-                st = lock(&self.inner.state);
-                continue;
             }
             st = match self.inner.cond.wait_timeout(st, slice) {
                 Ok((g, _)) => g,

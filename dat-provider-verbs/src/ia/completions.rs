@@ -60,12 +60,7 @@ impl Shared {
     pub fn progress_evd(&self, evd: EvdId) -> bool {
         match read(&self.cqs).get(&evd).cloned() {
             Some(slot) => self.progress_cq(&slot.poll),
-            None => {
-                if !self.polled.load(Ordering::Relaxed) {
-                    self.polled.store(true, Ordering::Relaxed);
-                }
-                self.drain(false)
-            }
+            None => self.progress(),
         }
     }
 
