@@ -2,7 +2,8 @@
 # `dapltest -T P` (RW 2 B, one segment, polling) on Soft-RoCE in one VM run of ../shared/rxe-vm:
 # OFA dapl's `ofa-v2-rxe` beside ours (the stock libdat2 loading each given libdat_capi.so on IA
 # `rxe0`), many short rounds whose order rotates, then the median of each (operations per
-# second, higher is better). Only dapltest runs, so a round takes a few seconds and a noisy host
+# second, higher is better), and the medians within each of the VM's two modes with the median
+# per-round ratio to OFA (`rxe_modes` in scripts/rxe-bench-lib.sh). Only dapltest runs, so a round takes a few seconds and a noisy host
 # disturbs fewer of them than in dat-provider-verbs/tests/rxe-lat.sh (which measures datperf
 # and perftest too). Emulation makes the absolute figures meaningless: compare one run only.
 #
@@ -26,7 +27,7 @@ if [ "${1:-}" = --guest ]; then
         local v
         v=$(rxe_dapltest_p "$out/$1-$3" "$2" "$iters" "${4:-}")
         # A failed round (e.g. a connection refused under load) counts for no label.
-        if [ -n "$v" ]; then echo "$1 $v" >>"$res"; fi
+        if [ -n "$v" ]; then echo "$1 $v $3" >>"$res"; fi
     }
     rxe_rotate "$out" "$rounds" run "$@"
     # The best round is printed too: on a loaded host it is the least disturbed one; the upper
@@ -39,6 +40,7 @@ if [ "${1:-}" = --guest ]; then
             best=$(printf '%s\n' $vals | sort -g | tail -n 1)
             printf '  %-8s %10s %10s %10s   (%s)\n' "$l" "$med" "$q3" "$best" "$(echo $vals)"
         done
+    rxe_modes "$res"
     exit 0
 fi
 
