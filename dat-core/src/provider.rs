@@ -359,6 +359,16 @@ pub trait EvdPoll: Send + Sync {
     /// transport's lookup of the EVD's queue by its id. Called while the EVD lives (never
     /// after [`Transport::free_evd`]); harmless after the IA closed (nothing is delivered).
     fn progress(&self) -> bool;
+
+    /// The consumer took an event that was already queued on this EVD (a dequeue, or a wait
+    /// satisfied at once), so [`EvdPoll::progress`] was not called: it is driving the EVD
+    /// all the same. A provider that leaves the completions of a polling consumer to its
+    /// polls (verbs: no interrupt and no wake-up of its own thread per completion while the
+    /// application polls) counts this as a poll; without it a consumer that keeps finding
+    /// queued events (a window of completions taken one at a time) looked idle, and the
+    /// provider's thread took every completion for it, woken once per completion. The
+    /// default does nothing.
+    fn active(&self) {}
 }
 
 /// One open IA of a provider. Every method is called only after the core validated the call.

@@ -46,8 +46,9 @@ if [ "$short" = 1 ]; then
         verbs::passive_side_disconnects
         verbs::disconnect_flushes_recvs)
 fi
-# The leak check counts the whole device's resources and the removal case removes the device,
-# so they run alone after the suite (both skip themselves elsewhere), in the full run and the
+# The leak checks count the whole device's resources, the event-thread case counts the sleeps
+# of every verbs event thread of the process and the removal case removes the device, so they
+# run alone after the suite (each skips itself elsewhere), in the full run and the
 # short one; the removal ends once its process has exited, and the device is then put back.
 storm=0
 { [ "$short" = 1 ] || [ ${#args[@]} -eq 0 ]; } && storm=1
@@ -75,6 +76,7 @@ exec "$vm" --timeout "$timeout" \
             if [ "$storm" = 1 ]; then
                 DAT_TEST_DEVICE_EXCLUSIVE=1 "$bin" --exact no_device_resources_left_after_a_disconnect_storm
                 DAT_TEST_DEVICE_EXCLUSIVE=1 "$bin" --exact dequeued_evd_frees_its_cq_and_close_frees_the_rest
+                DAT_TEST_DEVICE_EXCLUSIVE=1 "$bin" --exact queued_takes_keep_the_verbs_event_thread_asleep
                 DAT_TEST_DEVICE_EXCLUSIVE=1 "$bin" --exact device_removal_is_catastrophic_and_calls_fail_cleanly
                 for _ in $(seq 300); do
                     rdma link show "$RXE_DEV/1" >/dev/null 2>&1 || break

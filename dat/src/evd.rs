@@ -124,6 +124,15 @@ impl EvdInner {
         }
     }
 
+    /// Tells the transport's poller that the consumer took a queued event
+    /// ([`EvdPoll::active`]).
+    #[inline(always)]
+    fn took_queued(&self) {
+        if let Some(p) = &self.poll {
+            p.active();
+        }
+    }
+
     /// The queued way of [`EvdInner::push_dto`] (out of line: the hand-off is the hot path).
     #[inline(never)]
     fn queue_dto(&self, c: DtoCompletion, signal: Signal) {
@@ -336,6 +345,11 @@ impl Evd {
                     // Idle again: the next wait or dequeue may take the fast path.
                     self.inner.maybe_ready.store(false, Ordering::Release);
                 }
+                drop(st);
+                if !progressed && clock.is_none() {
+                    // Satisfied by what was queued, without a look of this call's own.
+                    self.inner.took_queued();
+                }
                 return Ok(done);
             }
             let stop = match st.q.wait_status() {
@@ -428,6 +442,9 @@ impl Evd {
             match self.inner.dequeue_locked() {
                 Err(e) if e == DatError::QUEUE_EMPTY => {}
                 other => {
+                    if other.is_ok() {
+                        self.inner.took_queued();
+                    }
                     crate::pace::busy_poll();
                     return other;
                 }

@@ -39,6 +39,10 @@ impl dat_core::provider::EvdPoll for EvdPoller {
     fn progress(&self) -> bool {
         self.shared.progress_cq(&self.poll)
     }
+
+    fn active(&self) {
+        self.shared.note_poll();
+    }
 }
 
 /// Work completions taken per `ibv_poll_cq`.
@@ -47,10 +51,19 @@ const POLL_BATCH: usize = 8;
 impl Shared {
     /// Polls every CQ once without blocking; true if anything was delivered.
     pub fn progress(&self) -> bool {
+        self.note_poll();
+        self.drain(false)
+    }
+
+    /// Counts an application thread's poll for the event thread ([`Shared::app_active`]):
+    /// a look at the CQs, or the take of a completion that was queued already
+    /// (`EvdPoll::active`), which a consumer taking a window of completions one at a time
+    /// makes many times between two looks. A load, and a store only when the flag was clear.
+    #[inline(always)]
+    pub(crate) fn note_poll(&self) {
         if !self.polled.load(Ordering::Relaxed) {
             self.polled.store(true, Ordering::Relaxed);
         }
-        self.drain(false)
     }
 
     /// Polls the CQ of `evd` for a poll of that EVD (`dat_evd_dequeue`) as
@@ -72,9 +85,7 @@ impl Shared {
     /// True if anything was delivered.
     #[inline(always)]
     pub(crate) fn progress_cq(&self, poll: &CqPoll) -> bool {
-        if !self.polled.load(Ordering::Relaxed) {
-            self.polled.store(true, Ordering::Relaxed);
-        }
+        self.note_poll();
         // A count, not exact under races (a plain load and store, no read-modify-write).
         let n = self.evd_polls.load(Ordering::Relaxed);
         self.evd_polls.store(n.wrapping_add(1), Ordering::Relaxed);
