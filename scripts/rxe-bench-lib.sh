@@ -15,11 +15,11 @@ rxe_vm() {
 # Every benchmark boots its guest with `tsc=reliable` unless RXE_VM_APPEND is set (to anything,
 # empty included; exported when this file is sourced, since rxe_vm runs in a subshell): under
 # TCG the guest kernel's clocksource watchdog marks the emulated TSC unstable once both vCPUs
-# are busy (about 8 s after boot in a benchmark) and switches to the emulated HPET, after which every clock read is a system call
-# (`clock_gettime` 1.0 us in the guest, against 0.08 us through the vDSO on the TSC; getrusage
-# 1.1 us either way). A benchmark's figures then depend on how often each program reads the
-# clock (ours: the facade's pacer, one look per 32 empty polls), which real hardware with an
-# invariant TSC does not charge for.
+# are busy (about 8 s after boot in a benchmark) and switches to the emulated HPET, after
+# which every clock read is a system call (`clock_gettime` 1.0 us in the guest, against
+# 0.08 us through the vDSO on the TSC; getrusage 1.1 us either way). A benchmark's figures
+# then depend on how often each program reads the clock (ours: the facade's pacer, one look
+# per 32 empty polls), which real hardware with an invariant TSC does not charge for.
 export RXE_VM_APPEND=${RXE_VM_APPEND-tsc=reliable}
 
 # median: the median of the numbers given as arguments (the mean of the middle two for an even
@@ -112,7 +112,7 @@ rxe_medians() {
 # rounds and the median in each mode, then each label's median per-round ratio to `ofa` (the
 # two ran next to each other in that round).
 rxe_modes() {
-    local res=$1 cut l vals
+    local res=$1 cut l
     cut=$(awk '{ print $2 }' "$res" | sort -g | awk '{ a[NR] = $1; t += $1; q += $1 * $1 }
         END {
             best = -1; l = 0; lq = 0

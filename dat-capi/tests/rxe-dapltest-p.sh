@@ -3,9 +3,10 @@
 # OFA dapl's `ofa-v2-rxe` beside ours (the stock libdat2 loading each given libdat_capi.so on IA
 # `rxe0`), many short rounds whose order rotates, then the median of each (operations per
 # second, higher is better), and the medians within each of the VM's two modes with the median
-# per-round ratio to OFA (`rxe_modes` in scripts/rxe-bench-lib.sh). Only dapltest runs, so a round takes a few seconds and a noisy host
-# disturbs fewer of them than in dat-provider-verbs/tests/rxe-lat.sh (which measures datperf
-# and perftest too). Emulation makes the absolute figures meaningless: compare one run only.
+# per-round ratio to OFA (`rxe_modes` in scripts/rxe-bench-lib.sh). Only dapltest runs, so a
+# round takes a few seconds and a noisy host disturbs fewer of them than in
+# dat-provider-verbs/tests/rxe-lat.sh (which measures datperf and perftest too). Emulation
+# makes the absolute figures meaningless: compare one run only.
 #
 #   dat-capi/tests/rxe-dapltest-p.sh before=DIR after=DIR   # each DIR holds a libdat_capi.so
 #       # (cargo build --release -p dat-capi --features dat/verbs), inside the checkout

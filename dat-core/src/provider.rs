@@ -360,8 +360,8 @@ pub trait EvdPoll: Send + Sync {
     /// after [`Transport::free_evd`]); harmless after the IA closed (nothing is delivered).
     fn progress(&self) -> bool;
 
-    /// The consumer took an event that was already queued on this EVD (a dequeue, or a wait
-    /// satisfied at once), so [`EvdPoll::progress`] was not called: it is driving the EVD
+    /// The consumer took events queued on this EVD (a dequeue that found one queued, so
+    /// [`EvdPoll::progress`] was not called, or a wait that returns): it is driving the EVD
     /// all the same. A provider that leaves the completions of a polling consumer to its
     /// polls (verbs: no interrupt and no wake-up of its own thread per completion while the
     /// application polls) counts this as a poll; without it a consumer that keeps finding

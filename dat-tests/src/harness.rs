@@ -439,3 +439,14 @@ pub fn connect_ep_err(ep: &Ep, remote: &dat::types::IaAddress, qual: ConnQual, e
         Err(err)
     );
 }
+
+/// The voluntary context switches (sleeps) of the task whose `/proc/.../status` file is
+/// `status` (`/proc/thread-self/status` for the calling thread); `None` if it cannot be read
+/// (the task has exited).
+pub fn voluntary_switches(status: &std::path::Path) -> Option<u64> {
+    std::fs::read_to_string(status)
+        .ok()?
+        .lines()
+        .find_map(|l| l.strip_prefix("voluntary_ctxt_switches:"))
+        .and_then(|v| v.trim().parse().ok())
+}

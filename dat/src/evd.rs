@@ -124,8 +124,9 @@ impl EvdInner {
         }
     }
 
-    /// Tells the transport's poller that the consumer took a queued event
-    /// ([`EvdPoll::active`]).
+    /// Tells the transport's poller that the consumer took queued events
+    /// ([`EvdPoll::active`]): a dequeue that found one queued, or a wait that returns (one
+    /// satisfied at once made no look of its own; a woken one counts anyway).
     #[inline(always)]
     fn took_queued(&self) {
         if let Some(p) = &self.poll {
@@ -345,11 +346,9 @@ impl Evd {
                     // Idle again: the next wait or dequeue may take the fast path.
                     self.inner.maybe_ready.store(false, Ordering::Release);
                 }
+                // Out of the lock (the transport's poller is called).
                 drop(st);
-                if !progressed && clock.is_none() {
-                    // Satisfied by what was queued, without a look of this call's own.
-                    self.inner.took_queued();
-                }
+                self.inner.took_queued();
                 return Ok(done);
             }
             let stop = match st.q.wait_status() {

@@ -142,15 +142,10 @@ pub fn wait_woken_by_other_thread(t: &dyn Target) -> Outcome {
     Outcome::Pass
 }
 
-/// The calling thread's voluntary context switches so far (its sleeps), from
-/// `/proc/thread-self/status`.
+/// The calling thread's voluntary context switches so far (its sleeps).
 fn voluntary_switches() -> u64 {
-    let status = std::fs::read_to_string("/proc/thread-self/status").expect("thread status");
-    status
-        .lines()
-        .find_map(|l| l.strip_prefix("voluntary_ctxt_switches:"))
-        .and_then(|v| v.trim().parse().ok())
-        .expect("voluntary_ctxt_switches")
+    crate::harness::voluntary_switches(std::path::Path::new("/proc/thread-self/status"))
+        .expect("voluntary_ctxt_switches of /proc/thread-self/status")
 }
 
 /// An idle wait sleeps until its timeout: its thread does not wake up on a timer meanwhile
