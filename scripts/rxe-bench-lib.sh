@@ -104,6 +104,41 @@ rxe_medians() {
         done
 }
 
+# rxe_lat_ratios RESULTS (inside the guest): rxe-lat.sh's paired figures, from lines of
+# `LABEL MEASURE VALUE ROUND`: per label, the median over rounds of each round's ratio to the
+# reference measured in the same round (the VM's speed drifts between rounds and sittings, so
+# a ratio of two medians can pair a fast round of one with a slow round of the other):
+# datperf's send/recv and RDMA write to perftest's t_avg (lower is better), dapltest to OFA's
+# (higher is better), with each ratio's smallest and largest round.
+rxe_lat_ratios() {
+    local res=$1
+    echo "median per-round ratio (min-max) to the reference of the same round:"
+    awk '{ v[$1 " " $2 " " $4] = $3; l[$1] = 1; r[$4] = 1 }
+        END {
+            split("datperf-send-recv perftest ib_send_lat-t_avg|datperf-rdma-write perftest ib_write_lat-t_avg|dapltest-P-RW2-ops/s ofa dapltest-P-RW2-ops/s", p, "|")
+            for (lab in l) {
+                if (lab == "perftest" || lab == "ofa") continue
+                for (i = 1; i in p; i++) {
+                    split(p[i], q, " ")
+                    n = 0
+                    for (k in r) {
+                        a = lab " " q[1] " " k; b = q[2] " " q[3] " " k
+                        if ((a in v) && (b in v) && v[b] > 0) print lab, q[1] "/" q[2], v[a] / v[b]
+                    }
+                }
+            }
+        }' "$res" | sort -k1,2 -k3g | awk '
+        { k = $1 " " $2; n[k]++; x[k, n[k]] = $3 }
+        END {
+            for (k in n) {
+                c = n[k]
+                m = (c % 2) ? x[k, (c + 1) / 2] : (x[k, c / 2] + x[k, c / 2 + 1]) / 2
+                split(k, w, " ")
+                printf "  %-8s %-32s %6.3f   (%.3f-%.3f, %d rounds)\n", w[1], w[2], m, x[k, 1], x[k, c], c
+            }
+        }' | sort
+}
+
 # rxe_modes RESULTS (inside the guest): the rounds of `dapltest -T P` under TCG are bimodal
 # (each run lands near one of two rates, whatever the library: the VM's state, not the code),
 # so a median follows how many of a label's rounds happen to land in the fast mode. This splits
