@@ -13,6 +13,11 @@ use crate::params::VerbsParams;
 /// and the provider's framing takes one of them for the length (see the `cm` module).
 pub const MAX_PRIVATE_DATA: u32 = 55;
 
+/// The provider attribute that says whether zero-based windows (`dat_rmr_bind` with
+/// `DAT_VA_TYPE_ZB`) are offered where `zb_supported` is set: `FALSE` here (zero-based LMRs
+/// are). `dat_tests` reads it by this name.
+pub const ZB_RMR: &str = "DAT_ZB_RMR";
+
 /// What the IA reports of its device and port.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct DeviceFacts {
@@ -177,8 +182,10 @@ pub fn ia_attr(ia: &str, f: &DeviceFacts, p: &VerbsParams, address: Option<IpAdd
         max_rdma_read_out: f.max_res_rd_atom,
         max_rdma_read_per_ep_in_guaranteed: true,
         max_rdma_read_per_ep_out_guaranteed: true,
-        // Zero-based registrations need ibv_reg_mr_iova; not offered yet.
-        zb_supported: false,
+        // Zero-based LMRs are MRs registered from I/O address 0 (`ibv_reg_mr_iova`; the
+        // region must start on a page boundary); zero-based windows are not offered
+        // (`ZB_RMR` below).
+        zb_supported: true,
         transport_attr: vec![
             NamedAttr::new("DEVICE", &f.device),
             NamedAttr::new("PORT", f.port.to_string()),
@@ -215,7 +222,11 @@ pub fn provider_attr(f: &DeviceFacts) -> ProviderAttr {
         srq_supported: f.max_srq > 0,
         srq_ep_pz_difference_supported: false,
         rdma_read_supported: true,
-        provider_specific_attr: vec![NamedAttr::new("DAT_IB_RDMA_READ", "TRUE")],
+        provider_specific_attr: vec![
+            NamedAttr::new("DAT_IB_RDMA_READ", "TRUE"),
+            // Zero-based RMR binds are DAT_MODEL_NOT_SUPPORTED (see `Transport::bind_rmr`).
+            NamedAttr::new(ZB_RMR, "FALSE"),
+        ],
     }
 }
 
@@ -274,7 +285,7 @@ mod tests {
         assert_eq!(a.max_rdma_read_per_ep_in, 128);
         assert_eq!(a.max_message_size, 0x8000_0000);
         assert_eq!(a.max_srqs, 917_503);
-        assert!(!a.zb_supported);
+        assert!(a.zb_supported);
         let named = |v: &[NamedAttr], k: &str| {
             v.iter()
                 .find(|n| n.name == k)

@@ -276,8 +276,10 @@ impl EpSt {
 #[inline]
 fn sge(s: &dat_core::mem::Segment) -> sys::ibv_sge {
     sys::ibv_sge {
-        // The segment lies inside its registered buffer (the core resolved it).
-        addr: s.buf.as_ptr() as u64 + s.offset as u64,
+        // The address the post named, which the core checked against the LMR: the MR's I/O
+        // address of the segment's first byte (its virtual address, or its offset in a
+        // zero-based LMR, whose MR is registered from I/O address 0).
+        addr: s.addr,
         length: u32::try_from(s.len).unwrap_or(u32::MAX),
         lkey: s.lkey,
     }
@@ -347,6 +349,18 @@ pub fn post_send(
         let inline = len > 0
             && len <= u64::from(max_inline)
             && matches!(wr.op, PostOp::Send | PostOp::RdmaWrite(_));
+        if inline {
+            // The library copies inline data from this process's memory, so the gather list
+            // names it by virtual address, not by the MR's I/O address (an offset, in a
+            // zero-based LMR; the same address otherwise).
+            // SAFETY: `list` holds `n` entries, one per non-empty segment of `wr` in order
+            // (`with_sges`), alive and not otherwise borrowed during this closure.
+            let entries =
+                unsafe { std::slice::from_raw_parts_mut(list, usize::try_from(n).unwrap_or(0)) };
+            for (e, seg) in entries.iter_mut().zip(wr.segs.iter().filter(|s| s.len > 0)) {
+                e.addr = seg.buf.as_ptr() as u64 + seg.offset as u64;
+            }
+        }
         // SAFETY: plain data; all-zero is valid.
         let mut s: sys::ibv_send_wr = unsafe { std::mem::zeroed() };
         s.wr_id = wr_id;

@@ -32,9 +32,12 @@ use crate::ia::{
 use crate::not_found;
 use crate::params::{Locator, VerbsParams};
 use crate::queue::SrqSlab;
-use crate::verbs::{ACCESS_MW_BIND, Mr, Mw, Srq, access_flags, may_skip_signal, window_access};
+use crate::verbs::{
+    ACCESS_MW_BIND, Mr, Mw, Srq, access_flags, may_skip_signal, page_size, window_access,
+};
 
 mod open;
+mod rmr;
 
 /// One open verbs IA: its attributes, the shared state and the event thread.
 pub struct VerbsIa {
@@ -115,7 +118,7 @@ impl Transport for VerbsIa {
         pz: PzId,
         buf: &Arc<Buffer>,
         privs: MemPriv,
-        _va_type: VaType,
+        va_type: VaType,
     ) -> DatResult<Option<MemKeys>> {
         if buf.is_empty() {
             return Err(DatError::invalid_arg(4));
@@ -128,9 +131,19 @@ impl Transport for VerbsIa {
             .get(&pz)
             .cloned()
             .ok_or_else(|| DatError::invalid_handle(Subtype::InvalidHandlePz))?;
-        // Every MR may carry memory windows (`dat_rmr_bind`).
-        let mr = Mr::register(&pd, buf, access_flags(privs) | ACCESS_MW_BIND).map_err(|e| {
-            tracing::warn!(ia = %self.name, error = %e, len = buf.len(), "ibv_reg_mr failed");
+        // Every MR may carry memory windows (`dat_rmr_bind`). A zero-based LMR's MR is
+        // addressed from I/O address 0: the segments of posts name offsets (`sge`), and so do
+        // the peers' RDMA requests with its rmr_context. The kernel registers an MR only
+        // where its I/O address and its memory share their offset in a page, so a zero-based
+        // region must start on a page boundary.
+        let zero_based = va_type == VaType::ZeroBased;
+        if zero_based && !buf.addr().is_multiple_of(page_size()) {
+            tracing::debug!(ia = %self.name, addr = buf.addr(), "zero-based LMR not page-aligned");
+            return Err(DatError::invalid_arg(3));
+        }
+        let access = access_flags(privs) | ACCESS_MW_BIND;
+        let mr = Mr::register(&pd, buf, access, zero_based).map_err(|e| {
+            tracing::warn!(ia = %self.name, error = %e, len = buf.len(), zero_based, "ibv_reg_mr failed");
             DatError::resources(Subtype::ResourceMemoryRegion)
         })?;
         let (lkey, rkey) = mr.keys();
@@ -146,68 +159,7 @@ impl Transport for VerbsIa {
     }
 
     fn bind_rmr(&self, b: &RmrBind) -> DatResult<Option<u32>> {
-        if b.va_type != VaType::Va {
-            return Err(DatError::new(
-                ErrorType::ModelNotSupported,
-                Subtype::NoSubtype,
-            ));
-        }
-        let ep = self.ep(b.ep)?;
-        let not_connected = || DatError::invalid_state(Subtype::StateEpDisconnected);
-        let region = || DatError::resources(Subtype::ResourceMemoryRegion);
-        // The previous window goes first: its key stops working at once.
-        lock(&self.shared.mws).remove(&b.rmr);
-        let (id, mw, rkey, cqs) = {
-            let mrs = lock(&self.shared.mrs);
-            let mr = mrs.get(&b.lmr).ok_or_else(region)?;
-            let mw = Mw::alloc(mr.pd()).map_err(|e| {
-                tracing::warn!(ia = %self.name, error = %e, "ibv_alloc_mw failed");
-                region()
-            })?;
-            let rkey = mw.next_rkey();
-            let mut st = ep.st.lock();
-            let qp = st.cm.as_ref().map_or(std::ptr::null_mut(), CmId::qp);
-            if qp.is_null() || st.phase != Phase::Connected {
-                return Err(not_connected());
-            }
-            // A sequence number of the send queue: its completion retires the unsignalled
-            // requests before it.
-            let id = st.sends.next_seq() | WR_BIND;
-            let range = (b.virtual_address, b.length, window_access(b.privs));
-            post_bind(qp, id, &mw, rkey, mr, range).map_err(|e| {
-                tracing::debug!(ia = %self.name, error = %e, "memory window bind post failed");
-                region()
-            })?;
-            st.sends.skip();
-            st.sig.run = 0;
-            st.binds.insert(id, None);
-            (id, mw, rkey, st.cqs.clone())
-        };
-        // The key is usable once the bind has executed: wait for its completion (driving
-        // the CQ here delivers whatever else completes meanwhile).
-        let until = Instant::now() + std::time::Duration::from_secs(10);
-        let status = loop {
-            if let Some(s) = ep.st.lock().binds.get(&id).copied().flatten() {
-                break Some(s);
-            }
-            if Instant::now() >= until {
-                break None;
-            }
-            if !cqs.iter().any(|c| self.shared.poll_cq(c, false)) {
-                std::thread::yield_now();
-            }
-        };
-        ep.st.lock().binds.remove(&id);
-        match status {
-            Some(dat_core::types::DtoStatus::Success) => {
-                lock(&self.shared.mws).insert(b.rmr, mw);
-                Ok(Some(rkey))
-            }
-            other => {
-                tracing::debug!(ia = %self.name, ?other, "memory window bind failed");
-                Err(not_connected())
-            }
-        }
+        self.bind_mw(b)
     }
 
     fn unbind_rmr(&self, rmr: dat_core::types::RmrId) {

@@ -252,20 +252,34 @@ unsafe impl Send for Mr {}
 unsafe impl Sync for Mr {}
 
 impl Mr {
-    /// Registers the whole of `buf` on `pd` with `access` (`ibv_access_flags` bits).
+    /// Registers the whole of `buf` on `pd` with `access` (`ibv_access_flags` bits), addressed
+    /// by its virtual addresses, or from 0 with `zero_based` (`DAT_VA_TYPE_ZB`:
+    /// `ibv_reg_mr_iova` with an I/O virtual address of 0, so that local and remote accesses
+    /// name offsets into `buf`).
     ///
     /// # Errors
-    /// The errno of `ibv_reg_mr`.
-    pub fn register(pd: &Arc<Pd>, buf: &Arc<Buffer>, access: u32) -> io::Result<Mr> {
+    /// The errno of `ibv_reg_mr` / `ibv_reg_mr_iova`.
+    pub fn register(
+        pd: &Arc<Pd>,
+        buf: &Arc<Buffer>,
+        access: u32,
+        zero_based: bool,
+    ) -> io::Result<Mr> {
+        let (pd_ptr, addr, len, access) = (
+            pd.as_ptr(),
+            buf.as_ptr().cast(),
+            buf.len(),
+            access as libc::c_int,
+        );
         // SAFETY: the PD is live; `buf` is `buf.len()` bytes of memory that stays allocated
-        // while this Mr holds its Arc (the MR is deregistered in Drop, before the Arc goes).
+        // while this Mr holds its Arc (the MR is deregistered in Drop, before the Arc goes);
+        // zero-based, the device addresses the same memory from I/O address 0.
         let mr = unsafe {
-            sys::ibv_reg_mr(
-                pd.as_ptr(),
-                buf.as_ptr().cast(),
-                buf.len(),
-                access as libc::c_int,
-            )
+            if zero_based {
+                sys::ibv_reg_mr_iova(pd_ptr, addr, len, 0, access)
+            } else {
+                sys::ibv_reg_mr(pd_ptr, addr, len, access)
+            }
         };
         let mr = NonNull::new(mr).ok_or_else(io::Error::last_os_error)?;
         Ok(Mr {
@@ -358,6 +372,12 @@ impl Drop for Mw {
 
 /// `IBV_ACCESS_MW_BIND`: memory windows may be bound to the MR.
 pub const ACCESS_MW_BIND: u32 = 16;
+/// The system's page size (what `ibv_reg_mr_iova` aligns I/O addresses to).
+pub fn page_size() -> u64 {
+    // SAFETY: sysconf reads a constant of the system.
+    let n = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
+    u64::try_from(n).ok().filter(|&n| n > 0).unwrap_or(4096)
+}
 
 /// Remote privileges of a window as `mw_access_flags` (no local bits: a window grants remote
 /// access only).

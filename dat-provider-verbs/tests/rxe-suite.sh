@@ -6,7 +6,8 @@
 #   dat-provider-verbs/tests/rxe-suite.sh            # the whole suite
 #   dat-provider-verbs/tests/rxe-suite.sh --short    # the CI subset: connect, private data,
 #                                                    # reject, send/recv, RDMA write/read,
-#                                                    # disconnect; both then check for
+#                                                    # a zero-based LMR (RDMA, inline and
+#                                                    # ordinary posts), disconnect; both then check for
 #                                                    # leaks after a connection storm
 #   dat-provider-verbs/tests/rxe-suite.sh -- FILTER  # libtest arguments of your own
 #
@@ -43,6 +44,7 @@ if [ "$short" = 1 ]; then
         verbs::send_gather
         verbs::rdma_write_basic
         verbs::rdma_read_basic
+        verbs::zero_based_lmr
         verbs::passive_side_disconnects
         verbs::disconnect_flushes_recvs)
 fi

@@ -207,6 +207,8 @@ macro_rules! conformance_suite {
             rdma::rdma_length_error,
             rdma::rdma_write_then_send_ordering,
             rdma::rdma_many_outstanding,
+            zero_based::zero_based_lmr,
+            zero_based::zero_based_rmr_window,
             seeds::seed_connect_success_is_acp,
             seeds::seed_connect_established,
             seeds::seed_connect_private_data_in_request,

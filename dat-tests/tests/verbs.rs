@@ -710,3 +710,48 @@ fn queued_takes_keep_the_verbs_event_thread_asleep() {
         queued_takes_keep_the_event_thread_asleep,
     );
 }
+
+/// A zero-based LMR on verbs must start on a page boundary (the kernel registers an MR only
+/// where its I/O address, 0 here, and its memory share their offset in a page): a region that
+/// does not is refused with `DAT_INVALID_PARAMETER|DAT_INVALID_ARG3` (not a resource error),
+/// and the same region registers as an ordinary LMR.
+fn zero_based_lmr_needs_a_page_aligned_region(t: &dyn dat_tests::Target) -> dat_tests::Outcome {
+    use std::sync::Arc;
+
+    use dat::types::{MemPriv, VaType};
+    let (ia, _) = t.open_pair();
+    let pz = ia.create_pz().unwrap();
+    let page = Arc::new(dat::Buffer::alloc(8192, 4096).unwrap());
+    // A buffer aligned to 64 bytes but not to a page: of 64 allocations of a little over
+    // 4 KiB, all kept until one is found, one that does not start on a page boundary.
+    let bufs: Vec<_> = (0..64)
+        .map(|_| Arc::new(dat::Buffer::alloc(4096 + 64, 64).unwrap()))
+        .collect();
+    let unaligned = bufs
+        .iter()
+        .find(|b| !b.addr().is_multiple_of(4096))
+        .cloned()
+        .expect("a buffer that does not start on a page boundary");
+    assert_eq!(
+        pz.register(unaligned.clone(), MemPriv::ALL, VaType::ZeroBased)
+            .map(|_| ()),
+        Err(dat::DatError::invalid_arg(3))
+    );
+    let va = pz.register(unaligned, MemPriv::ALL, VaType::Va).unwrap();
+    let zb = pz.register(page, MemPriv::ALL, VaType::ZeroBased).unwrap();
+    assert_eq!((zb.address(), zb.len()), (0, 8192));
+    va.free().unwrap();
+    zb.free().unwrap();
+    dat_tests::Outcome::Pass
+}
+
+#[test]
+fn zero_based_lmr_needs_a_page_aligned_region_on_verbs() {
+    dat_tests::run_case(
+        &verbs_target(),
+        module_path!(),
+        "verbs",
+        "zero_based_lmr_needs_a_page_aligned_region_on_verbs",
+        zero_based_lmr_needs_a_page_aligned_region,
+    );
+}

@@ -17,3 +17,4 @@ pub mod seeds;
 pub mod srq;
 pub mod stress;
 pub mod teardown;
+pub mod zero_based;

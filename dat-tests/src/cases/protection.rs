@@ -193,7 +193,7 @@ pub fn local_freed_lmr_after_use(t: &dyn Target) -> Outcome {
 /// Runs one bad remote access and checks the whole outcome: REMOTE_ACCESS completion for the
 /// cookie, BROKEN on both sides, DISCONNECTED states, the target's bytes unchanged, the
 /// initiator's sink unchanged for reads.
-fn remote_violation(p: &Pair, target_lmr: &dat::Lmr, remote: RmrTriplet, write: bool) {
+pub(crate) fn remote_violation(p: &Pair, target_lmr: &dat::Lmr, remote: RmrTriplet, write: bool) {
     let before = target_lmr.to_vec();
     p.a.lmr.write(0, &[0x5A; 64]).unwrap();
     p.a.lmr.write(1000, &[0xC3; 64]).unwrap();

@@ -1,0 +1,210 @@
+//! Zero-based addressing (`DAT_VA_TYPE_ZB`): an LMR registered zero-based is named by offsets
+//! from 0, by the local posts that use it and by the peers' RDMA with its `rmr_context`; a
+//! window bound zero-based is addressed from 0 remotely, wherever it lies in its LMR. Run
+//! where the IA advertises `zb_supported`.
+
+use std::sync::Arc;
+
+use dat::types::{
+    CompletionFlags, Cookie, DtoOp, DtoStatus, EventNumber, LmrTriplet, MemPriv, RmrTriplet, VaType,
+};
+use dat::{Buffer, DatError, ErrorType, Lmr, Subtype};
+
+use crate::Outcome;
+use crate::cases::protection::remote_violation;
+use crate::harness::{Pair, assert_empty, expect_completion, next_event, pair, pattern, read};
+use crate::target::Target;
+
+/// The skip of a pair whose IAs do not both offer zero-based addressing.
+fn need_zb(p: &Pair) -> Option<Outcome> {
+    (!(p.a.ia.attr().zb_supported && p.b.ia.attr().zb_supported))
+        .then(|| Outcome::Skip("IA does not advertise zb_supported".into()))
+}
+
+/// Registers `len` bytes of `b` zero-based, every privilege; with the buffer's address. The
+/// buffer starts on a page boundary, which the verbs provider needs of a zero-based region
+/// (the kernel maps an MR's I/O addresses page by page).
+fn register_zero_based(p: &Pair, len: usize) -> (Lmr, u64) {
+    let align = p.b.ia.provider_attr().optimal_buffer_alignment.max(4096) as usize;
+    let buf = Arc::new(Buffer::alloc(len, align).unwrap());
+    let addr = buf.addr();
+    let lmr =
+        p.b.pz
+            .register(buf, MemPriv::ALL, VaType::ZeroBased)
+            .unwrap();
+    (lmr, addr)
+}
+
+/// Posts an RDMA write (`write`) or read of `local` to or from `remote` on `p.a`, and checks
+/// its successful completion.
+fn rdma_ok(p: &Pair, write: bool, local: LmrTriplet, remote: RmrTriplet, cookie: u64) {
+    let (r, op) = if write {
+        let r =
+            p.a.ep
+                .post_rdma_write(&[local], Cookie(cookie), remote, CompletionFlags::DEFAULT);
+        (r, DtoOp::RdmaWrite)
+    } else {
+        let r =
+            p.a.ep
+                .post_rdma_read(&[local], Cookie(cookie), remote, CompletionFlags::DEFAULT);
+        (r, DtoOp::RdmaRead)
+    };
+    r.unwrap();
+    let len = local.segment_length;
+    expect_completion(&p.a.req, &p.a.ep, cookie, DtoStatus::Success, op, len);
+}
+
+/// RDMA write and read with a zero-based LMR's key name offsets; sends from it and receives
+/// into it name offsets too; its virtual addresses are out of its range, locally and
+/// remotely; a remote access past its end breaks the connection.
+pub fn zero_based_lmr(t: &dyn Target) -> Outcome {
+    let p = pair(t);
+    if let Some(o) = need_zb(&p) {
+        return o;
+    }
+    let (zb, buf_addr) = register_zero_based(&p, 4096);
+    assert_eq!((zb.address(), zb.len()), (0, 4096));
+    // RDMA write to offsets 200..1200.
+    let data = pattern(1000, 11);
+    p.a.lmr.write(100, &data).unwrap();
+    rdma_ok(
+        &p,
+        true,
+        p.a.lmr.triplet(100, 1000),
+        zb.rmr_triplet(200, 1000),
+        1,
+    );
+    assert_eq!(read(&zb, 200, 1000), data);
+    // RDMA read of offsets 2000..2500.
+    if p.a.ia.provider_attr().rdma_read_supported {
+        let data = pattern(500, 12);
+        zb.write(2000, &data).unwrap();
+        rdma_ok(
+            &p,
+            false,
+            p.a.lmr.triplet(3000, 500),
+            zb.rmr_triplet(2000, 500),
+            2,
+        );
+        assert_eq!(read(&p.a.lmr, 3000, 500), data);
+    }
+    // A send gathered from offset 2500 and a receive scattered to offset 3000.
+    let out = pattern(64, 13);
+    zb.write(2500, &out).unwrap();
+    crate::harness::post_recv(&p.a, &p.a.ep, 0, 64, 3);
+    p.b.ep
+        .post_send(&[zb.triplet(2500, 64)], Cookie(4), CompletionFlags::DEFAULT)
+        .unwrap();
+    expect_completion(&p.b.req, &p.b.ep, 4, DtoStatus::Success, DtoOp::Send, 64);
+    expect_completion(
+        &p.a.recv,
+        &p.a.ep,
+        3,
+        DtoStatus::Success,
+        DtoOp::Receive,
+        64,
+    );
+    assert_eq!(read(&p.a.lmr, 0, 64), out);
+    let back = pattern(32, 14);
+    p.a.lmr.write(500, &back).unwrap();
+    p.b.ep
+        .post_recv(&[zb.triplet(3000, 32)], Cookie(5), CompletionFlags::DEFAULT)
+        .unwrap();
+    crate::harness::post_send(&p.a, &p.a.ep, 500, 32, 6);
+    expect_completion(&p.a.req, &p.a.ep, 6, DtoStatus::Success, DtoOp::Send, 32);
+    expect_completion(
+        &p.b.recv,
+        &p.b.ep,
+        5,
+        DtoStatus::Success,
+        DtoOp::Receive,
+        32,
+    );
+    assert_eq!(read(&zb, 3000, 32), back);
+    // The buffer's virtual address is no address of a zero-based LMR, nor is an offset past
+    // its end (the same error as any triplet outside its LMR).
+    let va = LmrTriplet {
+        virtual_address: buf_addr,
+        ..zb.triplet(0, 16)
+    };
+    for bad in [zb.triplet(4090, 16), va] {
+        assert_eq!(
+            p.b.ep
+                .post_send(&[bad], Cookie(7), CompletionFlags::DEFAULT),
+            Err(DatError::invalid_arg(3)),
+            "{bad:?}"
+        );
+    }
+    // Remotely, one byte past the end: the connection breaks, nothing is written.
+    remote_violation(&p, &zb, zb.rmr_triplet(4096 - 8, 9), true);
+    Outcome::Pass
+}
+
+/// The provider attribute by which an IA with `zb_supported` says it binds no zero-based
+/// windows (its zero-based LMRs work): the verbs provider's, since mlx5 refuses such binds and
+/// rxe does not bound them.
+const ZB_RMR: &str = "DAT_ZB_RMR";
+
+/// A zero-based window over part of an ordinary LMR: remote address 0 is the window's first
+/// byte, writes and reads land inside it, and an access past its end breaks the connection.
+/// Where the IA says it binds none (`DAT_ZB_RMR` = `FALSE`), the bind is refused with
+/// `DAT_MODEL_NOT_SUPPORTED` and nothing is bound.
+pub fn zero_based_rmr_window(t: &dyn Target) -> Outcome {
+    let p = pair(t);
+    if let Some(o) = need_zb(&p) {
+        return o;
+    }
+    let rmr = p.b.pz.create_rmr().unwrap();
+    let privs = MemPriv::REMOTE_WRITE | MemPriv::REMOTE_READ;
+    let bound = rmr.bind(
+        &p.b.lmr,
+        p.b.lmr.triplet(64, 32),
+        privs,
+        VaType::ZeroBased,
+        &p.b.ep,
+        Cookie(1),
+        CompletionFlags::DEFAULT,
+    );
+    let refused =
+        p.b.ia
+            .provider_attr()
+            .provider_specific_attr
+            .iter()
+            .any(|a| a.name == ZB_RMR && a.value.eq_ignore_ascii_case("FALSE"));
+    if refused {
+        assert_eq!(
+            bound,
+            Err(DatError::new(
+                ErrorType::ModelNotSupported,
+                Subtype::NoSubtype
+            ))
+        );
+        assert_eq!(rmr.rmr_context(), None, "nothing is bound");
+        assert_empty(&p.b.req);
+        return Outcome::Skip(format!(
+            "{ZB_RMR} = FALSE: zero-based binds refused, as advertised"
+        ));
+    }
+    let ctx = bound.unwrap();
+    let ev = next_event(&p.b.req);
+    assert_eq!(ev.number, EventNumber::RmrBindCompletion, "{ev:?}");
+    let window = |at: u64, len: u32| RmrTriplet {
+        virtual_address: at,
+        segment_length: len,
+        rmr_context: ctx,
+    };
+    p.a.lmr.write(0, b"zero-based window!").unwrap();
+    p.a.lmr.write(100, b"at offset 20").unwrap();
+    for (cookie, src, at, len) in [(2, 0, 0, 18), (3, 100, 20, 12)] {
+        rdma_ok(&p, true, p.a.lmr.triplet(src, len), window(at, len), cookie);
+    }
+    assert_eq!(read(&p.b.lmr, 64, 18), b"zero-based window!");
+    assert_eq!(read(&p.b.lmr, 84, 12), b"at offset 20");
+    if p.a.ia.provider_attr().rdma_read_supported {
+        rdma_ok(&p, false, p.a.lmr.triplet(1000, 32), window(0, 32), 4);
+        assert_eq!(read(&p.a.lmr, 1000, 32), read(&p.b.lmr, 64, 32));
+    }
+    // Four bytes at window offset 30: two past its end.
+    remote_violation(&p, &p.b.lmr, window(30, 4), true);
+    Outcome::Pass
+}
