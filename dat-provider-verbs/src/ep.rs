@@ -272,32 +272,51 @@ impl EpSt {
     }
 }
 
-/// The scatter/gather entry of one segment.
+/// The scatter/gather entry of one segment. Its address is the one the post named, which
+/// the core checked against the LMR: the MR's I/O address of the segment's first byte (its
+/// virtual address, or its offset in a zero-based LMR, whose MR is registered from I/O
+/// address 0). For `inline` data it is the virtual address whatever the LMR: the library
+/// copies inline data from this process's memory.
 #[inline]
-fn sge(s: &dat_core::mem::Segment) -> sys::ibv_sge {
+fn sge(s: &dat_core::mem::Segment, inline: bool) -> sys::ibv_sge {
     sys::ibv_sge {
-        // The address the post named, which the core checked against the LMR: the MR's I/O
-        // address of the segment's first byte (its virtual address, or its offset in a
-        // zero-based LMR, whose MR is registered from I/O address 0).
-        addr: s.addr,
+        addr: if inline {
+            s.buf.as_ptr() as u64 + s.offset as u64
+        } else {
+            s.addr
+        },
         length: u32::try_from(s.len).unwrap_or(u32::MAX),
         lkey: s.lkey,
     }
 }
 
 /// Calls `f` with the scatter/gather list of a request's segments (zero-length segments are
-/// left out: some devices read a zero length as 2 GiB), its entry count and the request's
-/// total length. One segment, the usual post, takes one entry on the stack and no collection.
+/// left out: some devices read a zero length as 2 GiB), its entry count, the request's
+/// total length and whether it goes inline (a length from 1 to `inline_max`; 0 for requests
+/// that never do). One segment, the usual post, takes one entry on the stack and no
+/// collection.
 #[inline(always)]
-fn with_sges<R>(wr: &WorkRequest, f: impl FnOnce(*mut sys::ibv_sge, i32, u64) -> R) -> R {
+fn with_sges<R>(
+    wr: &WorkRequest,
+    inline_max: u64,
+    f: impl FnOnce(*mut sys::ibv_sge, i32, u64, bool) -> R,
+) -> R {
     if let [s] = wr.segs.as_slice() {
-        let mut one = sge(s);
-        return f(&mut one, i32::from(s.len > 0), s.len_u64());
+        let len = s.len_u64();
+        let inline = len > 0 && len <= inline_max;
+        let mut one = sge(s, inline);
+        return f(&mut one, i32::from(s.len > 0), len, inline);
     }
-    let mut list: smallvec::SmallVec<[sys::ibv_sge; 4]> =
-        wr.segs.iter().filter(|s| s.len > 0).map(sge).collect();
+    let len = dat_core::mem::total_len(&wr.segs);
+    let inline = len > 0 && len <= inline_max;
+    let mut list: smallvec::SmallVec<[sys::ibv_sge; 4]> = wr
+        .segs
+        .iter()
+        .filter(|s| s.len > 0)
+        .map(|s| sge(s, inline))
+        .collect();
     let n = i32::try_from(list.len()).unwrap_or(i32::MAX);
-    f(list.as_mut_ptr(), n, dat_core::mem::total_len(&wr.segs))
+    f(list.as_mut_ptr(), n, len, inline)
 }
 
 /// Posts a receive to `qp` (or, with `srq`, to the SRQ).
@@ -310,7 +329,7 @@ pub fn post_recv(
     wr_id: u64,
     wr: &WorkRequest,
 ) -> io::Result<()> {
-    with_sges(wr, |list, n, _| {
+    with_sges(wr, 0, |list, n, _, _| {
         // SAFETY: plain data; all-zero is valid.
         let mut r: sys::ibv_recv_wr = unsafe { std::mem::zeroed() };
         r.wr_id = wr_id;
@@ -345,22 +364,13 @@ pub fn post_send(
     wr: &WorkRequest,
     (max_inline, signal): (u32, bool),
 ) -> io::Result<()> {
-    with_sges(wr, |list, n, len| {
-        let inline = len > 0
-            && len <= u64::from(max_inline)
-            && matches!(wr.op, PostOp::Send | PostOp::RdmaWrite(_));
-        if inline {
-            // The library copies inline data from this process's memory, so the gather list
-            // names it by virtual address, not by the MR's I/O address (an offset, in a
-            // zero-based LMR; the same address otherwise).
-            // SAFETY: `list` holds `n` entries, one per non-empty segment of `wr` in order
-            // (`with_sges`), alive and not otherwise borrowed during this closure.
-            let entries =
-                unsafe { std::slice::from_raw_parts_mut(list, usize::try_from(n).unwrap_or(0)) };
-            for (e, seg) in entries.iter_mut().zip(wr.segs.iter().filter(|s| s.len > 0)) {
-                e.addr = seg.buf.as_ptr() as u64 + seg.offset as u64;
-            }
-        }
+    // Sends and RDMA writes up to `max_inline` bytes go inline.
+    let inline_max = if matches!(wr.op, PostOp::Send | PostOp::RdmaWrite(_)) {
+        u64::from(max_inline)
+    } else {
+        0
+    };
+    with_sges(wr, inline_max, |list, n, _, inline| {
         // SAFETY: plain data; all-zero is valid.
         let mut s: sys::ibv_send_wr = unsafe { std::mem::zeroed() };
         s.wr_id = wr_id;
