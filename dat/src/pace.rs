@@ -93,6 +93,8 @@ pub(crate) struct Fast {
     holding: bool,
     /// [`Pacer::contended`] as of the last look.
     contended: bool,
+    /// A stretch ended in work since the previous held look.
+    worked: bool,
 }
 
 impl Fast {
@@ -101,6 +103,7 @@ impl Fast {
         held: 0,
         holding: false,
         contended: false,
+        worked: false,
     };
 
     /// Counts an empty poll; returns which look at the clock this one makes.
@@ -141,8 +144,6 @@ struct Pacer {
     held_switches: Option<u64>,
     /// All switches (voluntary ones too) at the previous held look.
     held_all: Option<u64>,
-    /// A stretch ended in work since the previous held look.
-    worked: bool,
 }
 
 /// What an empty poll does beside counting.
@@ -165,7 +166,6 @@ impl Pacer {
         until: None,
         held_switches: None,
         held_all: None,
-        worked: false,
     };
 
     /// Counts an empty poll; returns which look at the clock this one makes.
@@ -192,7 +192,7 @@ impl Pacer {
             && n.saturating_sub(before) >= HELD_RENEW
         {
             self.until = Some(now + HOLD);
-        } else if self.worked && all.is_some() && all == self.held_all {
+        } else if self.fast.worked && all.is_some() && all == self.held_all {
             // Its waits ended in work, yet the thread was never off its CPU since the
             // previous held look: whatever answered it runs on another CPU, and its yields
             // found nobody to hand this one to. (Two pollers on one core cannot do that:
@@ -203,7 +203,7 @@ impl Pacer {
         }
         self.held_switches = n;
         self.held_all = all;
-        self.worked = false;
+        self.fast.worked = false;
         self.settle();
     }
 
@@ -214,7 +214,7 @@ impl Pacer {
             self.fast.held = 0;
             self.held_switches = None;
             self.held_all = None;
-            self.worked = false;
+            self.fast.worked = false;
         }
         self.fast.holding = self.until.is_some();
         self.fast.contended = self.contended();
@@ -228,7 +228,7 @@ impl Pacer {
 
     /// Ends the stretch: the next one starts without a look or a switch count.
     fn end(&mut self) {
-        self.worked = true;
+        self.fast.worked = true;
         self.fast.run = 0;
         self.last_look = None;
         self.switches = None;
@@ -368,9 +368,20 @@ fn take_look(f: Fast, look: Look) -> Fast {
 /// (looking at the clock first if it was a spinner's).
 #[inline]
 pub(crate) fn busy_poll() {
+    let fast = fast();
+    let mut f = fast.get();
     // No empty poll since the last one that found work (a stretch of 2^32 empty polls that
     // wrapped to 0 is not ended either: harmless).
-    if fast().get().run == 0 {
+    if f.run == 0 {
+        return;
+    }
+    // A stretch too short for a look of its own (a message's wait on a core of its own)
+    // left the rest of the pacer as the previous stretch's end did (no look, no switch
+    // count): ending it is a reset of the counts, without the whole pacer's thread-local.
+    if f.run < LOOK_EVERY {
+        f.run = 0;
+        f.worked = true;
+        fast.set(f);
         return;
     }
     end_stretch();
@@ -432,6 +443,43 @@ mod tests {
             }
             p.end();
         }
+    }
+
+    /// The thread's polls as a dequeue makes them: `empty` empty ones, then one that finds
+    /// work; returns the pacer as it then is (its counts from the thread's cell).
+    fn stretch_of(empty: u32) -> Pacer {
+        for _ in 0..empty {
+            idle_poll();
+        }
+        busy_poll();
+        let mut p = PACER.get();
+        p.fast = fast().get();
+        p
+    }
+
+    #[test]
+    fn a_stretch_ends_with_the_pacer_as_a_new_one_starts() {
+        // Run on a thread of its own: the pacer is per thread.
+        std::thread::spawn(|| {
+            // Short (no look of its own): only the counts are reset.
+            let p = stretch_of(LOOK_EVERY - 1);
+            assert_eq!(p.fast.run, 0);
+            assert!(p.fast.worked);
+            assert!(p.last_look.is_none() && p.switches.is_none());
+            // With looks (at the 32nd and 64th empty poll): the stretch's end forgets them,
+            // so the next stretch measures no gap from them.
+            let p = stretch_of(2 * LOOK_EVERY + 5);
+            assert_eq!(p.fast.run, 0);
+            assert!(p.fast.worked);
+            assert!(p.last_look.is_none() && p.switches.is_none());
+            assert!(p.seen.is_some(), "the looks were made");
+            // Long (a switch count taken, and a look at its end).
+            let p = stretch_of(LONG + 1);
+            assert_eq!(p.fast.run, 0);
+            assert!(p.last_look.is_none() && p.switches.is_none());
+        })
+        .join()
+        .unwrap();
     }
 
     #[test]
