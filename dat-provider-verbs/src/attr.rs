@@ -13,9 +13,11 @@ use crate::params::VerbsParams;
 /// and the provider's framing takes one of them for the length (see the `cm` module).
 pub const MAX_PRIVATE_DATA: u32 = 55;
 
-/// The provider attribute that says whether zero-based windows (`dat_rmr_bind` with
-/// `DAT_VA_TYPE_ZB`) are offered where `zb_supported` is set: `FALSE` here (zero-based LMRs
-/// are). `dat_tests` reads it by this name.
+/// The provider attribute that says whether windows and zero-based addressing combine
+/// where `zb_supported` is set: `FALSE` here, where zero-based LMRs are offered but a window
+/// can be neither zero-based (`dat_rmr_bind` with `DAT_VA_TYPE_ZB`) nor over a zero-based
+/// LMR (its addresses would be the MR's offsets, not virtual addresses). `dat_tests` reads
+/// it by this name.
 pub const ZB_RMR: &str = "DAT_ZB_RMR";
 
 /// What the IA reports of its device and port.

@@ -242,6 +242,8 @@ pub fn wc_room<const N: usize>() -> [MaybeUninit<sys::ibv_wc>; N] {
 #[derive(Debug)]
 pub struct Mr {
     mr: NonNull<sys::ibv_mr>,
+    /// Registered from I/O address 0 (a zero-based LMR).
+    zero_based: bool,
     _pd: Arc<Pd>,
     _buf: Arc<Buffer>,
 }
@@ -284,9 +286,15 @@ impl Mr {
         let mr = NonNull::new(mr).ok_or_else(io::Error::last_os_error)?;
         Ok(Mr {
             mr,
+            zero_based,
             _pd: pd.clone(),
             _buf: buf.clone(),
         })
+    }
+
+    /// True for an MR registered from I/O address 0 (`DAT_VA_TYPE_ZB`).
+    pub fn zero_based(&self) -> bool {
+        self.zero_based
     }
 
     /// The raw MR (for memory window binds).

@@ -8,7 +8,7 @@ impl VerbsIa {
     /// key usable once the bind has completed (waited for here).
     ///
     /// # Errors
-    /// `DAT_MODEL_NOT_SUPPORTED` for a zero-based window; `DAT_INVALID_STATE|
+    /// `DAT_MODEL_NOT_SUPPORTED` for a zero-based window or a window over a zero-based LMR; `DAT_INVALID_STATE|
     /// DAT_INVALID_STATE_EP_DISCONNECTED` unless the endpoint is connected (or when the bind
     /// fails); `DAT_INSUFFICIENT_RESOURCES|DAT_RESOURCE_MEMORY_REGION` for an unknown LMR or
     /// a window the device does not give.
@@ -30,6 +30,14 @@ impl VerbsIa {
         let (id, mw, rkey, cqs) = {
             let mrs = lock(&self.shared.mrs);
             let mr = mrs.get(&b.lmr).ok_or_else(region)?;
+            if mr.zero_based() {
+                // A window's addresses are its MR's I/O addresses, offsets in a zero-based
+                // LMR, where an ordinary window must be addressed by virtual address.
+                return Err(DatError::new(
+                    ErrorType::ModelNotSupported,
+                    Subtype::NoSubtype,
+                ));
+            }
             let mw = Mw::alloc(mr.pd()).map_err(|e| {
                 tracing::warn!(ia = %self.name, error = %e, "ibv_alloc_mw failed");
                 region()

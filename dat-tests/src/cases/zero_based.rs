@@ -21,6 +21,26 @@ fn need_zb(p: &Pair) -> Option<Outcome> {
         .then(|| Outcome::Skip("IA does not advertise zb_supported".into()))
 }
 
+/// The provider attribute by which an IA with `zb_supported` says windows and zero-based
+/// addressing do not combine there (neither zero-based windows nor windows over zero-based
+/// LMRs; its zero-based LMRs work): the verbs provider's (mlx5 refuses zero-based binds, rxe
+/// does not bound them, and a window over a zero-based MR is addressed by offsets).
+const ZB_RMR: &str = "DAT_ZB_RMR";
+
+/// True if `b`'s IA says so ([`ZB_RMR`] = `FALSE`).
+fn no_zb_windows(p: &Pair) -> bool {
+    p.b.ia
+        .provider_attr()
+        .provider_specific_attr
+        .iter()
+        .any(|a| a.name == ZB_RMR && a.value.eq_ignore_ascii_case("FALSE"))
+}
+
+/// The refusal of a bind the IA does not offer.
+fn model_not_supported() -> DatError {
+    DatError::new(ErrorType::ModelNotSupported, Subtype::NoSubtype)
+}
+
 /// Registers `len` bytes of `b` zero-based, every privilege; with the buffer's address. The
 /// buffer starts on a page boundary, which the verbs provider needs of a zero-based region
 /// (the kernel maps an MR's I/O addresses page by page).
@@ -121,6 +141,36 @@ pub fn zero_based_lmr(t: &dyn Target) -> Outcome {
         32,
     );
     assert_eq!(read(&zb, 3000, 32), back);
+    // A window of ordinary addressing over its bytes 1000..1064 is addressed by the memory's
+    // virtual addresses; where the IA offers no windows with zero-based addressing, the bind
+    // is refused.
+    let rmr = p.b.pz.create_rmr().unwrap();
+    let bound = rmr.bind(
+        &zb,
+        zb.triplet(1000, 64),
+        MemPriv::REMOTE_WRITE,
+        VaType::Va,
+        &p.b.ep,
+        Cookie(8),
+        CompletionFlags::DEFAULT,
+    );
+    if no_zb_windows(&p) {
+        assert_eq!(bound, Err(model_not_supported()));
+        assert_eq!(rmr.rmr_context(), None, "nothing is bound");
+    } else {
+        let ev = next_event(&p.b.req);
+        assert_eq!(ev.number, EventNumber::RmrBindCompletion, "{ev:?}");
+        let through = pattern(40, 15);
+        p.a.lmr.write(600, &through).unwrap();
+        let remote = RmrTriplet {
+            virtual_address: buf_addr + 1010,
+            segment_length: 40,
+            rmr_context: bound.unwrap(),
+        };
+        rdma_ok(&p, true, p.a.lmr.triplet(600, 40), remote, 9);
+        assert_eq!(read(&zb, 1010, 40), through);
+    }
+    rmr.free().unwrap();
     // The buffer's virtual address is no address of a zero-based LMR, nor is an offset past
     // its end (the same error as any triplet outside its LMR).
     let va = LmrTriplet {
@@ -139,11 +189,6 @@ pub fn zero_based_lmr(t: &dyn Target) -> Outcome {
     remote_violation(&p, &zb, zb.rmr_triplet(4096 - 8, 9), true);
     Outcome::Pass
 }
-
-/// The provider attribute by which an IA with `zb_supported` says it binds no zero-based
-/// windows (its zero-based LMRs work): the verbs provider's, since mlx5 refuses such binds and
-/// rxe does not bound them.
-const ZB_RMR: &str = "DAT_ZB_RMR";
 
 /// A zero-based window over part of an ordinary LMR: remote address 0 is the window's first
 /// byte, writes and reads land inside it, and an access past its end breaks the connection.
@@ -165,20 +210,8 @@ pub fn zero_based_rmr_window(t: &dyn Target) -> Outcome {
         Cookie(1),
         CompletionFlags::DEFAULT,
     );
-    let refused =
-        p.b.ia
-            .provider_attr()
-            .provider_specific_attr
-            .iter()
-            .any(|a| a.name == ZB_RMR && a.value.eq_ignore_ascii_case("FALSE"));
-    if refused {
-        assert_eq!(
-            bound,
-            Err(DatError::new(
-                ErrorType::ModelNotSupported,
-                Subtype::NoSubtype
-            ))
-        );
+    if no_zb_windows(&p) {
+        assert_eq!(bound, Err(model_not_supported()));
         assert_eq!(rmr.rmr_context(), None, "nothing is bound");
         assert_empty(&p.b.req);
         return Outcome::Skip(format!(
