@@ -540,7 +540,22 @@ pub struct ProviderAttr {
     pub provider_specific_attr: Vec<NamedAttr>,
 }
 
+/// The provider-specific attribute by which an IA with `zb_supported` says that windows and
+/// zero-based addressing do not combine there: `FALSE` when its zero-based LMRs work but no
+/// window is zero-based (`dat_rmr_bind` with `DAT_VA_TYPE_ZB`) or lies over a zero-based LMR
+/// (the verbs provider's; see [`ProviderAttr::zb_windows`]). Absent: they combine.
+pub const ZB_RMR_ATTR: &str = "DAT_ZB_RMR";
+
 impl ProviderAttr {
+    /// False if the provider says windows and zero-based addressing do not combine
+    /// ([`ZB_RMR_ATTR`] = `FALSE`): such binds are `DAT_MODEL_NOT_SUPPORTED` there.
+    pub fn zb_windows(&self) -> bool {
+        !self
+            .provider_specific_attr
+            .iter()
+            .any(|a| a.name == ZB_RMR_ATTR && a.value.eq_ignore_ascii_case("FALSE"))
+    }
+
     /// True if an EVD with `flags` is allowed by `evd_stream_merging_supported`.
     pub fn streams_may_merge(&self, flags: EvdFlags) -> bool {
         for (i, a) in STREAMS.iter().enumerate() {
@@ -571,6 +586,19 @@ mod tests {
         assert_eq!(EventNumber::Unreachable as u32, 0x4008);
         assert_eq!(DtoStatus::from_raw(6), Some(DtoStatus::RemoteAccess));
         assert_eq!(DtoStatus::from_raw(13), None);
+    }
+
+    #[test]
+    fn windows_combine_with_zero_based_addressing_unless_the_provider_says_not() {
+        let mut p = crate::defaults::software_provider_attr("test", 64);
+        assert!(p.zb_windows(), "no such attribute: they combine");
+        for (value, combine) in [("FALSE", false), ("false", false), ("TRUE", true)] {
+            p.provider_specific_attr = vec![
+                NamedAttr::new("DAT_IB_RDMA_READ", "TRUE"),
+                NamedAttr::new(ZB_RMR_ATTR, value),
+            ];
+            assert_eq!(p.zb_windows(), combine, "{value}");
+        }
     }
 
     #[test]

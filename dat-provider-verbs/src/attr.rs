@@ -4,7 +4,9 @@
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 
 use dat_core::defaults::software_stream_merging;
-use dat_core::types::{CompletionFlags, IaAttr, IovOwnership, NamedAttr, ProviderAttr};
+use dat_core::types::{
+    CompletionFlags, IaAttr, IovOwnership, NamedAttr, ProviderAttr, ZB_RMR_ATTR,
+};
 
 use crate::params::VerbsParams;
 
@@ -12,13 +14,6 @@ use crate::params::VerbsParams;
 /// 56 bytes of a REQ after its header (accept and reject allow more, connect is the limit),
 /// and the provider's framing takes one of them for the length (see the `cm` module).
 pub const MAX_PRIVATE_DATA: u32 = 55;
-
-/// The provider attribute that says whether windows and zero-based addressing combine
-/// where `zb_supported` is set: `FALSE` here, where zero-based LMRs are offered but a window
-/// can be neither zero-based (`dat_rmr_bind` with `DAT_VA_TYPE_ZB`) nor over a zero-based
-/// LMR (its addresses would be the MR's offsets, not virtual addresses). `dat_tests` reads
-/// it by this name.
-pub const ZB_RMR: &str = "DAT_ZB_RMR";
 
 /// What the IA reports of its device and port.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -185,8 +180,8 @@ pub fn ia_attr(ia: &str, f: &DeviceFacts, p: &VerbsParams, address: Option<IpAdd
         max_rdma_read_per_ep_in_guaranteed: true,
         max_rdma_read_per_ep_out_guaranteed: true,
         // Zero-based LMRs are MRs registered from I/O address 0 (`ibv_reg_mr_iova`; the
-        // region must start on a page boundary); zero-based windows are not offered
-        // (`ZB_RMR` below).
+        // region must start on a page boundary); windows do not combine with them
+        // (`ZB_RMR_ATTR` below).
         zb_supported: true,
         transport_attr: vec![
             NamedAttr::new("DEVICE", &f.device),
@@ -226,8 +221,9 @@ pub fn provider_attr(f: &DeviceFacts) -> ProviderAttr {
         rdma_read_supported: true,
         provider_specific_attr: vec![
             NamedAttr::new("DAT_IB_RDMA_READ", "TRUE"),
-            // Zero-based RMR binds are DAT_MODEL_NOT_SUPPORTED (see `Transport::bind_rmr`).
-            NamedAttr::new(ZB_RMR, "FALSE"),
+            // Zero-based windows and windows over zero-based LMRs are
+            // DAT_MODEL_NOT_SUPPORTED (`VerbsIa::bind_mw`).
+            NamedAttr::new(ZB_RMR_ATTR, "FALSE"),
         ],
     }
 }
@@ -336,6 +332,7 @@ mod tests {
         assert_eq!(p.provider_name, "verbs");
         assert_eq!(p.max_private_data_size, MAX_PRIVATE_DATA);
         assert!(p.srq_supported);
+        assert!(!p.zb_windows(), "zero-based LMRs only");
         f.max_srq = 0;
         assert!(!provider_attr(&f).srq_supported);
     }

@@ -8,15 +8,21 @@ impl VerbsIa {
     /// key usable once the bind has completed (waited for here).
     ///
     /// # Errors
-    /// `DAT_MODEL_NOT_SUPPORTED` for a zero-based window or a window over a zero-based LMR; `DAT_INVALID_STATE|
-    /// DAT_INVALID_STATE_EP_DISCONNECTED` unless the endpoint is connected (or when the bind
-    /// fails); `DAT_INSUFFICIENT_RESOURCES|DAT_RESOURCE_MEMORY_REGION` for an unknown LMR or
-    /// a window the device does not give.
+    /// `DAT_MODEL_NOT_SUPPORTED` for a zero-based window or a window over a zero-based LMR
+    /// (the window bound before stays); `DAT_INVALID_STATE|DAT_INVALID_STATE_EP_DISCONNECTED`
+    /// unless the endpoint is connected (or when the bind fails);
+    /// `DAT_INSUFFICIENT_RESOURCES|DAT_RESOURCE_MEMORY_REGION` for an unknown LMR or a window
+    /// the device does not give.
     pub(super) fn bind_mw(&self, b: &RmrBind) -> DatResult<Option<u32>> {
-        if b.va_type != VaType::Va {
-            // Zero-based windows: mlx5 refuses IBV_ACCESS_ZERO_BASED binds, and rxe binds
-            // them without bounding remote accesses to the window, so none is offered (the
-            // provider attribute `DAT_ZB_RMR` says so; zero-based LMRs are).
+        // Windows and zero-based addressing do not combine here (the provider attribute
+        // `ZB_RMR_ATTR` says so): mlx5 refuses IBV_ACCESS_ZERO_BASED binds, rxe binds them
+        // without bounding remote accesses to the window, and a window's addresses are its
+        // MR's I/O addresses, offsets in a zero-based LMR, where an ordinary window is
+        // addressed by virtual address. Refused before the previous window is revoked.
+        let zero_based_lmr = lock(&self.shared.mrs)
+            .get(&b.lmr)
+            .is_some_and(Mr::zero_based);
+        if b.va_type != VaType::Va || zero_based_lmr {
             return Err(DatError::new(
                 ErrorType::ModelNotSupported,
                 Subtype::NoSubtype,
@@ -30,14 +36,6 @@ impl VerbsIa {
         let (id, mw, rkey, cqs) = {
             let mrs = lock(&self.shared.mrs);
             let mr = mrs.get(&b.lmr).ok_or_else(region)?;
-            if mr.zero_based() {
-                // A window's addresses are its MR's I/O addresses, offsets in a zero-based
-                // LMR, where an ordinary window must be addressed by virtual address.
-                return Err(DatError::new(
-                    ErrorType::ModelNotSupported,
-                    Subtype::NoSubtype,
-                ));
-            }
             let mw = Mw::alloc(mr.pd()).map_err(|e| {
                 tracing::warn!(ia = %self.name, error = %e, "ibv_alloc_mw failed");
                 region()

@@ -6,7 +6,8 @@
 use std::sync::Arc;
 
 use dat::types::{
-    CompletionFlags, Cookie, DtoOp, DtoStatus, EventNumber, LmrTriplet, MemPriv, RmrTriplet, VaType,
+    CompletionFlags, Cookie, DtoOp, DtoStatus, EventNumber, LmrTriplet, MemPriv, RmrTriplet,
+    VaType, ZB_RMR_ATTR,
 };
 use dat::{Buffer, DatError, ErrorType, Lmr, Subtype};
 
@@ -21,19 +22,12 @@ fn need_zb(p: &Pair) -> Option<Outcome> {
         .then(|| Outcome::Skip("IA does not advertise zb_supported".into()))
 }
 
-/// The provider attribute by which an IA with `zb_supported` says windows and zero-based
-/// addressing do not combine there (neither zero-based windows nor windows over zero-based
-/// LMRs; its zero-based LMRs work): the verbs provider's (mlx5 refuses zero-based binds, rxe
-/// does not bound them, and a window over a zero-based MR is addressed by offsets).
-const ZB_RMR: &str = "DAT_ZB_RMR";
-
-/// True if `b`'s IA says so ([`ZB_RMR`] = `FALSE`).
+/// True if `b`'s IA says windows and zero-based addressing do not combine there
+/// (`dat::types::ZB_RMR_ATTR`; its zero-based LMRs work): the verbs provider (mlx5 refuses
+/// zero-based binds, rxe does not bound them, and a window over a zero-based MR is
+/// addressed by offsets).
 fn no_zb_windows(p: &Pair) -> bool {
-    p.b.ia
-        .provider_attr()
-        .provider_specific_attr
-        .iter()
-        .any(|a| a.name == ZB_RMR && a.value.eq_ignore_ascii_case("FALSE"))
+    !p.b.ia.provider_attr().zb_windows()
 }
 
 /// The refusal of a bind the IA does not offer.
@@ -143,8 +137,21 @@ pub fn zero_based_lmr(t: &dyn Target) -> Outcome {
     assert_eq!(read(&zb, 3000, 32), back);
     // A window of ordinary addressing over its bytes 1000..1064 is addressed by the memory's
     // virtual addresses; where the IA offers no windows with zero-based addressing, the bind
-    // is refused.
+    // is refused, and the window's earlier binding (in an ordinary LMR) stays.
     let rmr = p.b.pz.create_rmr().unwrap();
+    let before = rmr
+        .bind(
+            &p.b.lmr,
+            p.b.lmr.triplet(0, 64),
+            MemPriv::REMOTE_WRITE,
+            VaType::Va,
+            &p.b.ep,
+            Cookie(7),
+            CompletionFlags::DEFAULT,
+        )
+        .unwrap();
+    let ev = next_event(&p.b.req);
+    assert_eq!(ev.number, EventNumber::RmrBindCompletion, "{ev:?}");
     let bound = rmr.bind(
         &zb,
         zb.triplet(1000, 64),
@@ -156,7 +163,15 @@ pub fn zero_based_lmr(t: &dyn Target) -> Outcome {
     );
     if no_zb_windows(&p) {
         assert_eq!(bound, Err(model_not_supported()));
-        assert_eq!(rmr.rmr_context(), None, "nothing is bound");
+        assert_eq!(rmr.rmr_context(), Some(before), "the earlier binding stays");
+        p.a.lmr.write(700, b"old window").unwrap();
+        let old = RmrTriplet {
+            virtual_address: p.b.lmr.address(),
+            segment_length: 10,
+            rmr_context: before,
+        };
+        rdma_ok(&p, true, p.a.lmr.triplet(700, 10), old, 10);
+        assert_eq!(read(&p.b.lmr, 0, 10), b"old window");
     } else {
         let ev = next_event(&p.b.req);
         assert_eq!(ev.number, EventNumber::RmrBindCompletion, "{ev:?}");
@@ -192,7 +207,7 @@ pub fn zero_based_lmr(t: &dyn Target) -> Outcome {
 
 /// A zero-based window over part of an ordinary LMR: remote address 0 is the window's first
 /// byte, writes and reads land inside it, and an access past its end breaks the connection.
-/// Where the IA says it binds none (`DAT_ZB_RMR` = `FALSE`), the bind is refused with
+/// Where the IA says windows and zero-based addressing do not combine, the bind is refused with
 /// `DAT_MODEL_NOT_SUPPORTED` and nothing is bound.
 pub fn zero_based_rmr_window(t: &dyn Target) -> Outcome {
     let p = pair(t);
@@ -214,8 +229,33 @@ pub fn zero_based_rmr_window(t: &dyn Target) -> Outcome {
         assert_eq!(bound, Err(model_not_supported()));
         assert_eq!(rmr.rmr_context(), None, "nothing is bound");
         assert_empty(&p.b.req);
+        // A window bound before stays bound, and usable, through a refused bind.
+        let bind = |va_type, cookie| {
+            rmr.bind(
+                &p.b.lmr,
+                p.b.lmr.triplet(64, 32),
+                privs,
+                va_type,
+                &p.b.ep,
+                Cookie(cookie),
+                CompletionFlags::DEFAULT,
+            )
+        };
+        let ctx = bind(VaType::Va, 2).unwrap();
+        let ev = next_event(&p.b.req);
+        assert_eq!(ev.number, EventNumber::RmrBindCompletion, "{ev:?}");
+        assert_eq!(bind(VaType::ZeroBased, 3), Err(model_not_supported()));
+        assert_eq!(rmr.rmr_context(), Some(ctx));
+        p.a.lmr.write(0, b"still bound").unwrap();
+        let remote = RmrTriplet {
+            virtual_address: p.b.lmr.address() + 64,
+            segment_length: 11,
+            rmr_context: ctx,
+        };
+        rdma_ok(&p, true, p.a.lmr.triplet(0, 11), remote, 4);
+        assert_eq!(read(&p.b.lmr, 64, 11), b"still bound");
         return Outcome::Skip(format!(
-            "{ZB_RMR} = FALSE: zero-based binds refused, as advertised"
+            "{ZB_RMR_ATTR} = FALSE: zero-based binds refused, as advertised"
         ));
     }
     let ctx = bound.unwrap();
