@@ -38,18 +38,18 @@ upper_quartile() {
             print (i < NR) ? a[i] + f * (a[i + 1] - a[i]) : a[i] }'
 }
 
-# rxe_dapltest_run LOG IA ITERS CONF PIPELINE SIZE (inside the guest): `dapltest -T P` RW of SIZE
-# bytes, one segment, polling, PIPELINE operations outstanding, on IA (with DAT_OVERRIDE=CONF
-# unless CONF is empty), server on vCPU 0 and client on vCPU 1 (as perftest is run); logs to
-# LOG.log and LOG.srv.log.
+# rxe_dapltest_run LOG IA ITERS CONF PIPELINE SIZE [PRELOAD] (inside the guest): `dapltest -T P`
+# RW of SIZE bytes, one segment, polling, PIPELINE operations outstanding, on IA (with
+# DAT_OVERRIDE=CONF unless CONF is empty), server on vCPU 0 and client on vCPU 1 (as perftest
+# is run), the client with LD_PRELOAD=PRELOAD if given; logs to LOG.log and LOG.srv.log.
 rxe_dapltest_run() {
-    local log=$1 ia=$2 iters=$3 conf=$4 pipeline=$5 size=$6
+    local log=$1 ia=$2 iters=$3 conf=$4 pipeline=$5 size=$6 preload=${7:-}
     (
         [ -n "$conf" ] && export DAT_OVERRIDE=$conf
         taskset -c 0 timeout 120 dapltest -T S -D "$ia" >"$log.srv.log" 2>&1 &
         s=$!
         sleep 2
-        taskset -c 1 timeout 120 dapltest -T P -s "$RXE_IP" -D "$ia" -i "$iters" -p "$pipeline" \
+        LD_PRELOAD=$preload taskset -c 1 timeout 120 dapltest -T P -s "$RXE_IP" -D "$ia" -i "$iters" -p "$pipeline" \
             -m p RW "$size" 1 >"$log.log" 2>&1 || echo "dapltest on $ia failed ($log.log)" >&2
         timeout 30 dapltest -T Q -s "$RXE_IP" -D "$ia" >/dev/null 2>&1 || true
         wait $s || true
