@@ -20,6 +20,7 @@
 #include <dlfcn.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <time.h>
 #include <unistd.h>
 #include <x86intrin.h>
@@ -32,6 +33,11 @@ static struct {
     uint64_t posts, post_cycles;
     /* System calls (`write`) made inside posts, and their cycles. */
     uint64_t in_post, syscalls, syscall_cycles;
+    /* Each post's system-call cycles (the first SAMPLES posts), for the median and the 90th
+     * percentile: a mean mixes the usual call with the ones an interrupt or a preemption
+     * lengthened. */
+    uint64_t post_syscall;
+    uint64_t sample[1 << 17];
     uint64_t dequeues, dequeue_cycles;
     /* Dequeues that found an event after a post, their cycles, and how many of them were the
      * post's first dequeue. */
@@ -79,10 +85,13 @@ DAT_RETURN dat_ep_post_rdma_write(DAT_EP_HANDLE ep, DAT_COUNT n, DAT_LMR_TRIPLET
     if (!next)
         next = (post_fn)dlsym(RTLD_NEXT, "dat_ep_post_rdma_write");
     s.in_post = 1;
+    s.post_syscall = 0;
     uint64_t a = __rdtsc();
     DAT_RETURN r = next(ep, n, local, cookie, remote, flags);
     s.post_cycles += __rdtsc() - a;
     s.in_post = 0;
+    if (s.posts < sizeof s.sample / sizeof s.sample[0])
+        s.sample[s.posts] = s.post_syscall;
     s.posts++;
     s.since_post = 1;
     return r;
@@ -98,9 +107,17 @@ ssize_t write(int fd, const void *buf, size_t len)
         return next(fd, buf, len);
     uint64_t a = __rdtsc();
     ssize_t r = next(fd, buf, len);
-    s.syscall_cycles += __rdtsc() - a;
+    uint64_t d = __rdtsc() - a;
+    s.syscall_cycles += d;
+    s.post_syscall += d;
     s.syscalls++;
     return r;
+}
+
+static int by_value(const void *a, const void *b)
+{
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return (x > y) - (x < y);
 }
 
 __attribute__((destructor)) static void report(void)
@@ -112,11 +129,15 @@ __attribute__((destructor)) static void report(void)
     if (!s.posts || !tsc)
         return;
     double per = ns / (double)tsc; /* nanoseconds per TSC tick */
+    size_t m = s.posts < sizeof s.sample / sizeof s.sample[0] ? s.posts
+                                                             : sizeof s.sample / sizeof s.sample[0];
+    qsort(s.sample, m, sizeof s.sample[0], by_value);
     fprintf(stderr,
-            "CALLS posts=%llu post_ns=%.0f post_syscalls=%llu post_syscall_ns=%.0f dequeues=%llu dequeue_ns=%.0f found=%llu "
+            "CALLS posts=%llu post_ns=%.0f post_syscalls=%llu post_syscall_ns=%.0f post_syscall_p50_ns=%.0f post_syscall_p90_ns=%.0f dequeues=%llu dequeue_ns=%.0f found=%llu "
             "found_ns=%.0f first_try=%llu\n",
             (unsigned long long)s.posts, per * s.post_cycles / s.posts,
             (unsigned long long)s.syscalls, per * s.syscall_cycles / s.posts,
+            per * s.sample[m / 2], per * s.sample[m * 9 / 10],
             (unsigned long long)s.dequeues,
             s.dequeues ? per * s.dequeue_cycles / s.dequeues : 0.0,
             (unsigned long long)s.found, s.found ? per * s.found_cycles / s.found : 0.0,

@@ -5,8 +5,8 @@
 # the client run under dapl-call-timer.so (dat-capi/tests/dapl-call-timer.c, LD_PRELOAD), which
 # times every dat_ep_post_rdma_write and dat_evd_dequeue with the TSC. Per round and library:
 # operations per second, the mean post (its doorbell included: rxe runs the whole exchange in
-# that system call) and its user-space part (less the `write` calls made inside it), the mean
-# dequeue that finds the post's completion, and how many posts had
+# that system call) and its user-space part (less the `write` calls made inside it, whose
+# median and 90th percentile per post are shown too), the mean dequeue that finds the post's completion, and how many posts had
 # it found by their first dequeue; then the medians and the median per-round differences to
 # OFA. Emulation makes the absolute figures meaningless: compare one run only.
 #
@@ -36,9 +36,10 @@ if [ "${1:-}" = --guest ]; then
         [ -n "$ops" ] && [ -n "$calls" ] || return 0
         awk -v l="$1" -v r="$3" -v ops="$ops" '{
             for (i = 2; i <= NF; i++) { split($i, kv, "="); v[kv[1]] = kv[2] }
-            printf "%s %s %s %s %s %.3f %s %s\n", l, r, ops, v["post_ns"], v["found_ns"],
+            printf "%s %s %s %s %s %.3f %s %s %s %s\n", l, r, ops, v["post_ns"], v["found_ns"],
                 v["found"] ? v["first_try"] / v["found"] : 0,
-                v["post_ns"] - v["post_syscall_ns"], v["post_syscall_ns"]
+                v["post_ns"] - v["post_syscall_ns"], v["post_syscall_ns"],
+                v["post_syscall_p50_ns"], v["post_syscall_p90_ns"]
         }' <<<"$calls" >>"$res"
     }
     rxe_rotate "$out" "$rounds" run "$@"
@@ -57,9 +58,14 @@ if [ "${1:-}" = --guest ]; then
         u=($(awk -v l="$l" '$1 == l { print $7 }' "$res"))
         # shellcheck disable=SC2207
         k=($(awk -v l="$l" '$1 == l { print $8 }' "$res"))
-        printf '  %-8s %10s ops/s  post %7s ns (user %6s, system calls %7s)  dequeue %6s ns  first try %s\n' \
+        # shellcheck disable=SC2207
+        k50=($(awk -v l="$l" '$1 == l { print $9 }' "$res"))
+        # shellcheck disable=SC2207
+        k90=($(awk -v l="$l" '$1 == l { print $10 }' "$res"))
+        printf '  %-8s %10s ops/s  post %7s ns (user %6s, system calls %7s: p50 %s, p90 %s)  dequeue %6s ns  first try %s\n' \
             "$l" "$(median "${o[@]}")" "$(median "${p[@]}")" "$(median "${u[@]}")" \
-            "$(median "${k[@]}")" "$(median "${f[@]}")" "$(median "${t[@]}")"
+            "$(median "${k[@]}")" "$(median "${k50[@]}")" "$(median "${k90[@]}")" \
+            "$(median "${f[@]}")" "$(median "${t[@]}")"
     done
     echo "median per-round difference to OFA (ns; positive: slower than OFA)"
     awk '{ print $1 }' "$res" | sort -u | grep -vx ofa | while read -r l; do
