@@ -139,6 +139,31 @@ rxe_lat_ratios() {
         }' | sort
 }
 
+# rxe_round_diffs RESULTS REF (inside the guest): from lines of `LABEL MEASURE VALUE ROUND`, per
+# label other than REF and measure, the median over rounds of each round's value less REF's in
+# the same round, with the number of rounds paired.
+rxe_round_diffs() {
+    awk -v ref="$2" '{ v[$1 " " $2 " " $4] = $3; l[$1] = 1; m[$2] = 1; r[$4] = 1 }
+        END {
+            for (lab in l) {
+                if (lab == ref) continue
+                for (me in m) for (k in r) {
+                    a = lab " " me " " k; b = ref " " me " " k
+                    if ((a in v) && (b in v)) print lab, me, v[a] - v[b]
+                }
+            }
+        }' "$1" | sort -k1,2 -k3g | awk '
+        { k = $1 " " $2; n[k]++; x[k, n[k]] = $3 }
+        END {
+            for (k in n) {
+                c = n[k]
+                d = (c % 2) ? x[k, (c + 1) / 2] : (x[k, c / 2] + x[k, c / 2 + 1]) / 2
+                split(k, w, " ")
+                printf "  %-8s %-22s %+10g   (%d rounds)\n", w[1], w[2], d, c
+            }
+        }' | sort
+}
+
 # rxe_modes RESULTS (inside the guest): the rounds of `dapltest -T P` under TCG are bimodal
 # (each run lands near one of two rates, whatever the library: the VM's state, not the code),
 # so a median follows how many of a label's rounds happen to land in the fast mode. This splits

@@ -6,9 +6,9 @@
 # times every dat_ep_post_rdma_write and dat_evd_dequeue with the TSC. Per round and library:
 # operations per second, the mean post (its doorbell included: rxe runs the whole exchange in
 # that system call) and its user-space part (less the `write` calls made inside it, whose
-# median and 90th percentile per post are shown too), the mean dequeue that finds the post's completion, and how many posts had
-# it found by their first dequeue; then the medians and the median per-round differences to
-# OFA. Emulation makes the absolute figures meaningless: compare one run only.
+# median and 90th percentile per post are shown too), the mean dequeue that finds the post's
+# completion, and how many posts had it found by their first dequeue; then the medians and
+# the median per-round differences to OFA (rxe_medians, rxe_round_diffs). Emulation makes the absolute figures meaningless: compare one run only.
 #
 #   dat-capi/tests/rxe-dapltest-calls.sh before=DIR after=DIR   # each DIR holds a
 #       # libdat_capi.so (cargo build --release -p dat-capi --features dat/verbs), in the checkout
@@ -34,54 +34,25 @@ if [ "${1:-}" = --guest ]; then
         calls=$(grep -a '^CALLS ' "$log.log" | tail -n 1 || true)
         # A failed round counts for no label.
         [ -n "$ops" ] && [ -n "$calls" ] || return 0
+        # One `LABEL MEASURE VALUE ROUND` line per measure (rxe_medians, rxe_round_diffs).
         awk -v l="$1" -v r="$3" -v ops="$ops" '{
             for (i = 2; i <= NF; i++) { split($i, kv, "="); v[kv[1]] = kv[2] }
-            printf "%s %s %s %s %s %.3f %s %s %s %s\n", l, r, ops, v["post_ns"], v["found_ns"],
-                v["found"] ? v["first_try"] / v["found"] : 0,
-                v["post_ns"] - v["post_syscall_ns"], v["post_syscall_ns"],
-                v["post_syscall_p50_ns"], v["post_syscall_p90_ns"]
+            printf "%s ops/s %s %s\n", l, ops, r
+            printf "%s post-ns %s %s\n", l, v["post_ns"], r
+            printf "%s post-user-ns %s %s\n", l, v["post_ns"] - v["post_syscall_ns"], r
+            printf "%s post-syscall-ns %s %s\n", l, v["post_syscall_ns"], r
+            printf "%s post-syscall-p50-ns %s %s\n", l, v["post_syscall_p50_ns"], r
+            printf "%s post-syscall-p90-ns %s %s\n", l, v["post_syscall_p90_ns"], r
+            printf "%s finding-dequeue-ns %s %s\n", l, v["found_ns"], r
+            printf "%s first-try-share %.3f %s\n", l, v["found"] ? v["first_try"] / v["found"] : 0, r
         }' <<<"$calls" >>"$res"
     }
     rxe_rotate "$out" "$rounds" run "$@"
-    echo "dapltest -T P RW 2 B, $rounds rounds of $iters operations, per library: median ops/s," \
-        "post ns, finding dequeue ns, share of posts whose first dequeue found the completion"
-    awk '{ print $1 }' "$res" | sort -u | while read -r l; do
-        # shellcheck disable=SC2207 # numbers: words on purpose
-        o=($(awk -v l="$l" '$1 == l { print $3 }' "$res"))
-        # shellcheck disable=SC2207
-        p=($(awk -v l="$l" '$1 == l { print $4 }' "$res"))
-        # shellcheck disable=SC2207
-        f=($(awk -v l="$l" '$1 == l { print $5 }' "$res"))
-        # shellcheck disable=SC2207
-        t=($(awk -v l="$l" '$1 == l { print $6 }' "$res"))
-        # shellcheck disable=SC2207
-        u=($(awk -v l="$l" '$1 == l { print $7 }' "$res"))
-        # shellcheck disable=SC2207
-        k=($(awk -v l="$l" '$1 == l { print $8 }' "$res"))
-        # shellcheck disable=SC2207
-        k50=($(awk -v l="$l" '$1 == l { print $9 }' "$res"))
-        # shellcheck disable=SC2207
-        k90=($(awk -v l="$l" '$1 == l { print $10 }' "$res"))
-        printf '  %-8s %10s ops/s  post %7s ns (user %6s, system calls %7s: p50 %s, p90 %s)  dequeue %6s ns  first try %s\n' \
-            "$l" "$(median "${o[@]}")" "$(median "${p[@]}")" "$(median "${u[@]}")" \
-            "$(median "${k[@]}")" "$(median "${k50[@]}")" "$(median "${k90[@]}")" \
-            "$(median "${f[@]}")" "$(median "${t[@]}")"
-    done
-    echo "median per-round difference to OFA (ns; positive: slower than OFA)"
-    awk '{ print $1 }' "$res" | sort -u | grep -vx ofa | while read -r l; do
-        # shellcheck disable=SC2207
-        dp=($(awk -v l="$l" '$1 == "ofa" { p[$2] = $4 } $1 == l { q[$2] = $4 }
-            END { for (r in q) if (r in p) print q[r] - p[r] }' "$res"))
-        # shellcheck disable=SC2207
-        df=($(awk -v l="$l" '$1 == "ofa" { p[$2] = $5 } $1 == l { q[$2] = $5 }
-            END { for (r in q) if (r in p) print q[r] - p[r] }' "$res"))
-        # shellcheck disable=SC2207
-        du=($(awk -v l="$l" '$1 == "ofa" { p[$2] = $7 } $1 == l { q[$2] = $7 }
-            END { for (r in q) if (r in p) print q[r] - p[r] }' "$res"))
-        [ ${#dp[@]} -gt 0 ] || continue
-        printf '  %-8s post %+g (user %+g)  dequeue %+g  (%d rounds)\n' "$l" "$(median "${dp[@]}")" \
-            "$(median "${du[@]}")" "$(median "${df[@]}")" "${#dp[@]}"
-    done
+    echo "dapltest -T P RW 2 B, $rounds rounds of $iters operations: medians per library and measure" \
+        "(first-try-share: posts whose first dequeue found the completion)"
+    rxe_medians "$res"
+    echo "median per-round difference to OFA (ns measures: positive is slower; ops/s: negative is slower)"
+    rxe_round_diffs "$res" ofa
     exit 0
 fi
 
