@@ -83,19 +83,30 @@ def kind(ins):
     return None
 
 
-def classify(obj, hot):
-    """Executions of each kind among the addresses `hot` of `obj`."""
+def instructions(obj):
+    """The instructions of `obj` as objdump disassembles them: (address, the function's symbol,
+    the instruction's text)."""
     out = subprocess.run(
         ["objdump", "-d", "--no-show-raw-insn", obj], capture_output=True, text=True, check=False
     ).stdout
-    k = collections.Counter()
+    fn = "?"
     for line in out.splitlines():
-        m = re.match(r"\s*([0-9a-f]+):\s+(.*)", line)
-        if not m:
+        m = re.match(r"^[0-9a-f]+ <(.*)>:$", line)
+        if m:
+            fn = m.group(1)
             continue
-        n = hot.get(int(m.group(1), 16))
+        m = re.match(r"\s*([0-9a-f]+):\s+(.*)", line)
+        if m:
+            yield int(m.group(1), 16), fn, m.group(2)
+
+
+def classify(obj, hot):
+    """Executions of each kind among the addresses `hot` of `obj`."""
+    k = collections.Counter()
+    for addr, _, ins in instructions(obj):
+        n = hot.get(addr)
         if n:
-            what = kind(m.group(2))
+            what = kind(ins)
             if what:
                 k[what] += n
     return k

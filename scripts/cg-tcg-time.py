@@ -6,7 +6,8 @@ estimated time per operation of each object and of the costliest functions.
 
 FILE must come from `valgrind --tool=callgrind --dump-instr=yes` (`scripts/rxe-callgrind.sh`
 with `RXE_CG_OPTS=--dump-instr=yes`); figures are per OPS, counting instructions executed at
-least MIN times (default 1000, so that setup drops out); the objects are disassembled with
+least MIN times (default 1000, so that most set-up drops out: not the dynamic linker's symbol
+look-ups at start-up, which run in loops, so ld-linux's row is set-up); the objects are disassembled with
 objdump on this machine (see scripts/cg-kinds.py, whose parser this uses).
 
 Why: under TCG (the Soft-RoCE VM on this machine) an instruction's cost depends on its kind
@@ -21,7 +22,6 @@ import collections
 import importlib.util
 import os
 import re
-import subprocess
 import sys
 
 # Nanoseconds per execution in the Soft-RoCE guest (scripts/tcg-costs.sh, session 17); a call
@@ -85,22 +85,11 @@ def main():
         hot = {a: n for a, n in cnt.items() if n >= least}
         if not ob or not hot:
             continue
-        out = subprocess.run(
-            ["objdump", "-d", "--no-show-raw-insn", ob], capture_output=True, text=True, check=False
-        ).stdout
         by_kind = collections.Counter()
-        fn = "?"
-        for line in out.splitlines():
-            m = re.match(r"^[0-9a-f]+ <(.*)>:$", line)
-            if m:
-                fn = m.group(1)
-                continue
-            m = re.match(r"\s*([0-9a-f]+):\s+(.*)", line)
-            if not m:
-                continue
-            n = hot.get(int(m.group(1), 16))
+        for addr, fn, ins in kinds.instructions(ob):
+            n = hot.get(addr)
             if n:
-                k = kind(m.group(2), kinds.kind)
+                k = kind(ins, kinds.kind)
                 by_kind[k] += n * COST[k]
                 funcs[(ob.rsplit("/", 1)[-1], fn)] += n * COST[k]
         ns = sum(by_kind.values())
