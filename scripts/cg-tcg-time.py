@@ -6,9 +6,9 @@ estimated time per operation of each object and of the costliest functions.
 
 FILE must come from `valgrind --tool=callgrind --dump-instr=yes` (`scripts/rxe-callgrind.sh`
 with `RXE_CG_OPTS=--dump-instr=yes`); figures are per OPS, counting instructions executed at
-least MIN times (default 1000, so that most set-up drops out: not the dynamic linker's symbol
-look-ups at start-up, which run in loops, so ld-linux's row is set-up); the objects are disassembled with
-objdump on this machine (see scripts/cg-kinds.py, whose parser this uses).
+least MIN times (default 1000, so that most set-up drops out; not the dynamic linker's
+symbol look-ups at start-up, which run in loops: ld-linux's row is set-up); the objects are
+disassembled with objdump on this machine (see scripts/cg-kinds.py, whose parser this uses).
 
 Why: under TCG (the Soft-RoCE VM on this machine) an instruction's cost depends on its kind
 far more than on hardware: a register add about 0.2 ns, an 8-byte load 1.1 ns, a store 0.7,
