@@ -159,8 +159,9 @@ impl PostOp {
 }
 
 /// A validated work request: local segments are resolved and kept alive until the provider
-/// reports the completion (dropping the request releases them).
-#[derive(Debug)]
+/// reports the completion (dropping the request releases them), or, lent to a provider
+/// that keeps the memory reachable itself ([`EpPost::lends`]), until the post returns.
+#[derive(Clone, Debug)]
 pub struct WorkRequest {
     /// The operation.
     pub op: PostOp,
@@ -185,16 +186,57 @@ impl WorkRequest {
         self.len() == 0
     }
 
+    /// Drops the request's segments where they lie (they give their memory references
+    /// back), leaving it with an empty inline list: nothing of it needs dropping then, so
+    /// the caller may forget it (`mem::forget`, which copies nothing).
+    ///
+    /// In place: a request dropped by value after it was lent (its address given to a call)
+    /// was first copied (128 bytes), and `SmallVec`'s own drop is a generic function the
+    /// compiler keeps out of line, about 48 instructions for one segment, of which the
+    /// segment's own drop is a few. A spilled list (more segments than fit inline) is
+    /// replaced by an empty one, which frees its heap block.
+    #[inline(always)]
+    #[allow(unsafe_code)]
+    pub fn release_segments(&mut self) {
+        // Nothing of a request but its segment list needs dropping.
+        const {
+            assert!(
+                !std::mem::needs_drop::<PostOp>()
+                    && !std::mem::needs_drop::<Cookie>()
+                    && !std::mem::needs_drop::<CompletionFlags>()
+            );
+        }
+        if self.segs.spilled() {
+            self.segs = SegList::new();
+            return;
+        }
+        let n = self.segs.len();
+        let first = self.segs.as_mut_ptr();
+        // SAFETY: the list is inline, so it owns no heap block: its first `n` entries are
+        // its whole contents. Its length goes to 0 first, so nothing reaches them again (an
+        // unwinding drop of one segment still drops the others, and never twice); then
+        // every segment is dropped once. One segment (the usual post) is dropped on its
+        // own, so that its drop is inlined.
+        unsafe {
+            self.segs.set_len(0);
+            if n == 1 {
+                std::ptr::drop_in_place(first);
+            } else {
+                std::ptr::drop_in_place(std::ptr::slice_from_raw_parts_mut(first, n));
+            }
+        }
+    }
+
     /// The completion of this request with `status` and `transferred` bytes.
     #[inline]
     pub fn completion(&self, status: DtoStatus, transferred: u32) -> Completion {
-        Completion {
-            cookie: self.cookie,
+        Completion::of(
+            self.cookie,
+            self.op.dto_op(),
+            self.flags,
             status,
-            transferred_length: transferred,
-            op: self.op.dto_op(),
-            flags: self.flags,
-        }
+            transferred,
+        )
     }
 }
 
@@ -211,6 +253,27 @@ pub struct Completion {
     pub op: DtoOp,
     /// Flags of the post (the core applies SUPPRESS and UNSIGNALLED).
     pub flags: CompletionFlags,
+}
+
+impl Completion {
+    /// The completion of a post of `op` with `cookie` and `flags`: `status`, `transferred`
+    /// bytes (for a provider that keeps a post's record rather than its request).
+    #[inline(always)]
+    pub fn of(
+        cookie: Cookie,
+        op: DtoOp,
+        flags: CompletionFlags,
+        status: DtoStatus,
+        transferred: u32,
+    ) -> Completion {
+        Completion {
+            cookie,
+            status,
+            transferred_length: transferred,
+            op,
+            flags,
+        }
+    }
 }
 
 /// A connection fact the transport observed on an endpoint. The core's state machine decides
@@ -351,6 +414,26 @@ pub trait EpPost: Send + Sync {
     /// # Errors
     /// As [`Transport::post`].
     fn post(&self, wr: WorkRequest) -> DatResult<()>;
+
+    /// True if this endpoint keeps the memory of the requests it holds reachable without
+    /// the requests' segments (verbs: the device reaches it through the MR the request
+    /// names, which holds the buffer while it is registered), so that a post may lend it
+    /// the request ([`EpPost::post_lent`]) and let the segments go when the call returns.
+    /// Asked once, when the core takes the entry. The default: false.
+    fn lends(&self) -> bool {
+        false
+    }
+
+    /// Posts `wr`, lent for the call: as [`EpPost::post`], but the caller keeps the
+    /// request and drops it (its memory references) when this returns. Called only where
+    /// [`EpPost::lends`] is true. The default posts a copy (another reference to each
+    /// segment's memory).
+    ///
+    /// # Errors
+    /// As [`Transport::post`].
+    fn post_lent(&self, wr: &WorkRequest) -> DatResult<()> {
+        self.post(wr.clone())
+    }
 }
 
 /// An EVD's own look at its completions ([`Transport::evd_poll`]).
@@ -636,5 +719,27 @@ mod tests {
             "{}",
             std::mem::size_of::<WorkRequest>()
         );
+    }
+
+    #[test]
+    fn released_segments_give_their_memory_back_and_leave_nothing_to_drop() {
+        use crate::mem::Segment;
+        let buf = Arc::new(Buffer::from_vec(vec![0; 64]));
+        let seg = |off| Segment::of_buffer(&buf, off, 8, 1);
+        // One and two segments (inline) and three (a spilled list).
+        for n in 1..=3 {
+            let mut wr = WorkRequest {
+                op: PostOp::Send,
+                segs: (0..n).map(|i| seg(i * 8)).collect(),
+                cookie: Cookie(n as u64),
+                flags: CompletionFlags::empty(),
+            };
+            assert_eq!(Arc::strong_count(&buf), 1 + n, "{n} segments held");
+            wr.release_segments();
+            assert_eq!(Arc::strong_count(&buf), 1, "{n} segments given back");
+            assert!(wr.segs.is_empty() && !wr.segs.spilled());
+            assert_eq!(wr.cookie, Cookie(n as u64));
+            std::mem::forget(wr);
+        }
     }
 }

@@ -520,9 +520,18 @@ impl Shared {
         }
         let qp = cm.qp();
         st.recvs.try_for_each(|seq, p| {
-            if !p.posted {
-                post_recv(qp, None, seq | WR_RECV, &p.wr)?;
+            if !p.posted
+                && let Some(wr) = p.kept.take()
+            {
+                // The device has it once the post succeeds (see `ep::Pending`).
+                if let Err(e) = post_recv(qp, None, seq | WR_RECV, &wr) {
+                    p.kept = Some(wr);
+                    return Err(e);
+                }
                 p.posted = true;
+                let mut wr = *wr;
+                wr.release_segments();
+                std::mem::forget(wr);
             }
             Ok(())
         })

@@ -83,50 +83,29 @@ impl WrQueue {
         self.slots = slots;
     }
 
-    /// Adds `p` (not yet reported) at the back through the post's path; returns its
-    /// sequence number.
+    /// Adds `p` (not yet reported) at the back; returns its sequence number.
     #[cfg(test)]
     pub fn push(&mut self, p: Pending) -> u64 {
         debug_assert!(!p.reported);
         self.reserve_one();
-        self.push_reserved(std::mem::ManuallyDrop::new(p.wr), p.signaled, p.posted)
+        self.push_reserved(p)
     }
 
-    /// Adds the request `wr` at the back (a fresh [`Pending`], not yet reported), in the room
-    /// [`WrQueue::reserve_one`] made; returns its sequence number.
-    ///
-    /// Room made first, then the request moved in with no call between: the post shows the
-    /// request to the device (`&wr` to a function not inlined) before it keeps it, so a
-    /// possible `grow` after that made the compiler copy the request (128 bytes) to the stack
-    /// before moving it into its slot (two copies per post; one now).
-    ///
-    /// The request comes as a `ManuallyDrop`: the panic below (a caller that did not reserve)
-    /// then leaks it rather than drop it, and needs no copy of it kept for that.
+    /// Adds `p` (not yet reported) at the back, in the room [`WrQueue::reserve_one`] made;
+    /// returns its sequence number.
     ///
     /// # Panics
     /// If no room was made (never: the callers reserve first).
     #[inline(always)]
-    pub fn push_reserved(
-        &mut self,
-        wr: std::mem::ManuallyDrop<WorkRequest>,
-        signaled: bool,
-        posted: bool,
-    ) -> u64 {
+    pub fn push_reserved(&mut self, p: Pending) -> u64 {
         assert!(self.len < self.slots.len(), "push without reserve_one");
         let seq = self.next_seq();
         let i = self.slot(seq);
         let slot = &mut self.slots[i];
         // The slot is free (`len` counts every slot in use): filled without a drop of the
-        // old value. Not `get_or_insert_with`: its path for a full slot made the compiler
-        // keep a copy of the request on the stack (a 136-byte `memcpy` per post, 47
-        // instructions); `replace` and a `forget` of the `None` it returns is a plain store.
+        // old value (`replace` and a `forget` of the `None` it returns is a plain store).
         debug_assert!(slot.is_none());
-        std::mem::forget(slot.replace(Pending {
-            wr: std::mem::ManuallyDrop::into_inner(wr),
-            signaled,
-            posted,
-            reported: false,
-        }));
+        std::mem::forget(slot.replace(p));
         self.len += 1;
         seq
     }
@@ -315,42 +294,10 @@ impl WrQueue {
     }
 }
 
-/// Empties `slot`, dropping its request where it lies.
-///
-/// A segment list held inline (one or two segments: every usual post) has its segments
-/// dropped here and is then forgotten: `SmallVec`'s own drop is a generic function the
-/// compiler keeps out of line, about 48 instructions per completion for one segment, of
-/// which the segment's own drop (giving its memory reference back) is a few. A spilled list
-/// (more segments than fit inline) goes through that drop, which frees its heap block.
+/// Empties `slot`. The usual record keeps no request ([`Pending::kept`]): its drop is a
+/// compare.
 #[inline(always)]
 fn vacate(slot: &mut Option<Pending>) {
-    // Nothing of a request but its segment list needs dropping, so once its segments are
-    // dropped the rest may be overwritten.
-    const {
-        assert!(
-            !std::mem::needs_drop::<dat_core::provider::PostOp>()
-                && !std::mem::needs_drop::<dat_core::types::Cookie>()
-                && !std::mem::needs_drop::<dat_core::types::CompletionFlags>()
-        );
-    }
-    if let Some(p) = slot.as_mut()
-        && !p.wr.segs.spilled()
-    {
-        let segs = &mut p.wr.segs;
-        let n = segs.len();
-        let first = segs.as_mut_ptr();
-        // SAFETY: the list is inline, so it owns no heap block: its first `n` entries are
-        // its whole contents. Its length goes to 0 first, so nothing reaches them again
-        // (an unwinding drop of one segment still drops the others, and never twice);
-        // then every segment is dropped once, and the slot is overwritten without running
-        // the request's drop, which has nothing left to free (the assertion above).
-        unsafe {
-            segs.set_len(0);
-            std::ptr::drop_in_place(std::ptr::slice_from_raw_parts_mut(first, n));
-            std::ptr::write(slot, None);
-        }
-        return;
-    }
     *slot = None;
 }
 
@@ -411,22 +358,21 @@ mod tests {
     use dat_core::provider::PostOp;
     use dat_core::types::{CompletionFlags, Cookie};
 
-    fn req(cookie: u64, signaled: bool) -> Pending {
-        Pending {
-            wr: WorkRequest {
-                op: PostOp::Send,
-                segs: Default::default(),
-                cookie: Cookie(cookie),
-                flags: CompletionFlags::empty(),
-            },
-            signaled,
-            posted: true,
-            reported: false,
+    fn wr(cookie: u64) -> WorkRequest {
+        WorkRequest {
+            op: PostOp::Send,
+            segs: Default::default(),
+            cookie: Cookie(cookie),
+            flags: CompletionFlags::empty(),
         }
     }
 
+    fn req(cookie: u64, signaled: bool) -> Pending {
+        Pending::of(wr(cookie), signaled, true, false)
+    }
+
     fn cookies(q: &WrQueue) -> Vec<u64> {
-        q.iter().map(|p| p.wr.cookie.0).collect()
+        q.iter().map(|p| p.cookie.0).collect()
     }
 
     #[test]
@@ -436,17 +382,17 @@ mod tests {
         let b = q.push(req(2, true));
         assert_eq!(b, a + 1);
         // A completion out of order leaves its slot; the front waits for the older one.
-        assert_eq!(q.take(b).map(|p| p.wr.cookie.0), Some(2));
-        assert_eq!(q.take(b).map(|p| p.wr.cookie.0), None);
+        assert_eq!(q.take(b).map(|p| p.cookie.0), Some(2));
+        assert_eq!(q.take(b).map(|p| p.cookie.0), None);
         assert_eq!(cookies(&q), [1]);
-        assert_eq!(q.take(a).map(|p| p.wr.cookie.0), Some(1));
+        assert_eq!(q.take(a).map(|p| p.cookie.0), Some(1));
         assert!(q.is_empty() && q.len == 0);
         // Sequence numbers go on: a stale id finds nothing.
         let c = q.push(req(3, true));
         assert_eq!(c, b + 1);
         assert!(q.take(a).is_none());
         // Flag bits above the sequence number are ignored.
-        assert_eq!(q.take(c | (1 << 62)).map(|p| p.wr.cookie.0), Some(3));
+        assert_eq!(q.take(c | (1 << 62)).map(|p| p.cookie.0), Some(3));
         // A cleared queue does not reuse numbers either.
         let d = q.push(req(4, true));
         q.clear();
@@ -460,20 +406,20 @@ mod tests {
         let a = q.push(req(1, true));
         let b = q.push(req(2, false));
         let mut got = Vec::new();
-        q.retire_before(a, |p| got.push(p.wr.cookie.0));
+        q.retire_before(a, |p| got.push(p.cookie.0));
         assert!(got.is_empty());
         assert_eq!(cookies(&q), [1, 2]);
         assert!(q.take(a).is_some());
         // Behind the front now: no request is retired by it.
-        q.retire_before(a, |p| got.push(p.wr.cookie.0));
+        q.retire_before(a, |p| got.push(p.cookie.0));
         assert!(got.is_empty());
         assert_eq!(cookies(&q), [2]);
         // Pushed through the post's path, found by its number.
         let c = q.push(req(3, true));
         assert_eq!(c, b + 1);
-        q.retire_before(c, |p| got.push(p.wr.cookie.0));
+        q.retire_before(c, |p| got.push(p.cookie.0));
         assert_eq!(got, [2]);
-        assert_eq!(q.take(c).map(|p| p.wr.cookie.0), Some(3));
+        assert_eq!(q.take(c).map(|p| p.cookie.0), Some(3));
     }
 
     #[test]
@@ -484,15 +430,15 @@ mod tests {
         let later = q.push(req(9, false));
         let mut got = Vec::new();
         // The signalled request's completion: the three before it.
-        q.retire_before(s[3], |p| got.push(p.wr.cookie.0));
+        q.retire_before(s[3], |p| got.push(p.cookie.0));
         assert_eq!(got, [0, 1, 2]);
         assert_eq!(cookies(&q), [3, 9]);
         assert!(q.take(s[3]).is_some());
         // A marker (a skipped number) retires what is before it, not what is after.
         got.clear();
-        q.retire_before(gap, |p| got.push(p.wr.cookie.0));
+        q.retire_before(gap, |p| got.push(p.cookie.0));
         assert!(got.is_empty());
-        q.retire_before(later + 1, |p| got.push(p.wr.cookie.0));
+        q.retire_before(later + 1, |p| got.push(p.cookie.0));
         assert_eq!(got, [9]);
         assert_eq!(q.len, 0);
         // Reported or signalled ones are not retired as successes.
@@ -501,7 +447,7 @@ mod tests {
         let b = q.push(req(11, true));
         let c = q.push(req(12, false));
         got.clear();
-        q.retire_before(c + 1, |p| got.push(p.wr.cookie.0));
+        q.retire_before(c + 1, |p| got.push(p.cookie.0));
         assert_eq!(got, [12]);
         assert_eq!(cookies(&q), [10, 11]);
         assert!(q.get_mut(b).is_some());
@@ -518,7 +464,7 @@ mod tests {
         let c = q.push(req(2, true));
         assert_eq!(c, 0);
         q.skip();
-        assert_eq!(q.newest().map(|p| p.wr.cookie.0), Some(2));
+        assert_eq!(q.newest().map(|p| p.cookie.0), Some(2));
         let mut ids = Vec::new();
         q.try_for_each(|s, _| {
             ids.push(s);
@@ -548,50 +494,58 @@ mod tests {
         }
         assert_eq!(cookies(&q), (0..40).collect::<Vec<u64>>());
         let mut got = Vec::new();
-        q.retire_before(seqs[19], |p| got.push(p.wr.cookie.0));
+        q.retire_before(seqs[19], |p| got.push(p.cookie.0));
         assert_eq!(got, (1..20).collect::<Vec<u64>>());
-        assert_eq!(q.get_mut(first).map(|p| p.wr.cookie.0), Some(0));
+        assert_eq!(q.get_mut(first).map(|p| p.cookie.0), Some(0));
         q.remove(first);
         assert_eq!(cookies(&q), (20..40).collect::<Vec<u64>>());
         for (i, &s) in seqs.iter().enumerate().skip(19) {
-            assert_eq!(q.take(s).map(|p| p.wr.cookie.0), Some(i as u64 + 1));
+            assert_eq!(q.take(s).map(|p| p.cookie.0), Some(i as u64 + 1));
         }
         assert!(q.is_empty());
         assert_eq!(q.len, 0);
     }
 
     #[test]
-    fn a_removed_or_retired_request_gives_its_memory_back() {
-        use dat_core::mem::{Buffer, SegBuf, Segment};
+    fn a_request_the_device_holds_lets_its_memory_go_and_a_kept_one_on_removal() {
+        use dat_core::mem::{Buffer, Segment};
         use std::sync::Arc;
         let buf = Arc::new(Buffer::from_vec(vec![0; 64]));
-        let seg = |off| Segment {
-            buf: SegBuf::new(Arc::clone(&buf)),
-            offset: off,
-            len: 8,
-            lkey: 1,
-            addr: off as u64,
-        };
-        let with = |n: usize, signaled| {
-            let mut p = req(n as u64, signaled);
-            p.wr.segs = (0..n).map(|i| seg(i * 8)).collect();
-            p
+        let seg = |off| Segment::of_buffer(&buf, off, 8, 1);
+        let with = |n: usize, signaled, keep: bool| {
+            let mut w = wr(n as u64);
+            w.segs = (0..n).map(|i| seg(i * 8)).collect();
+            Pending::of(w, signaled, !keep, keep)
         };
         let mut q = WrQueue::starting_at(0);
-        // Inline lists (one and two segments) and a spilled one (three).
-        let a = q.push(with(1, false));
-        let b = q.push(with(3, false));
-        let c = q.push(with(2, true));
-        let d = q.push(with(1, true));
+        // Given to the device: inline lists (one and two segments) and a spilled one
+        // (three) let their memory go at once, and the record knows the length.
+        for n in 1..=3 {
+            let p = with(n, true, false);
+            assert_eq!((p.len, p.kept.is_none()), (8 * n as u32, true));
+            assert_eq!(Arc::strong_count(&buf), 1, "{n} segments");
+            let s = q.push(p);
+            q.remove(s);
+        }
+        // Kept (a receive waiting for its QP): the memory stays until the record goes.
+        let a = q.push(with(1, false, true));
+        let b = q.push(with(3, false, true));
+        let c = q.push(with(2, true, true));
+        let d = q.push(with(1, true, true));
         assert_eq!(Arc::strong_count(&buf), 8);
         // The completion of `c` retires `a` and `b`, then `c` itself is removed.
         let off = q.offset(c).unwrap();
         let i = q.slot_at(c, off).unwrap();
         let mut got = Vec::new();
-        q.retire_range(off, |p| got.push(p.wr.cookie.0));
+        q.retire_range(off, |p| got.push(p.cookie.0));
         assert_eq!(got, [1, 3]);
         assert_eq!(Arc::strong_count(&buf), 4);
-        assert_eq!(q.get_at(i).map(|p| p.wr.segs.len()), Some(2));
+        assert_eq!(
+            q.get_at(i)
+                .and_then(|p| p.kept.as_ref())
+                .map(|w| w.segs.len()),
+            Some(2)
+        );
         q.remove_at(i);
         assert_eq!(Arc::strong_count(&buf), 2);
         assert_eq!(cookies(&q), [1]);

@@ -24,7 +24,8 @@ use crate::attr::{self, DeviceFacts, MAX_PRIVATE_DATA};
 use crate::cm::{CmId, MAX_REQ_DATA_WITH_QUAL, frame, frame_req};
 use crate::device::{self, Context, FindError, Pd};
 use crate::ep::{
-    Ep, EpSt, Phase, WR_BIND, WR_RECV, WR_SRQ, post_bind, post_marker, post_recv, post_send,
+    Ep, EpSt, Pending, Phase, WR_BIND, WR_RECV, WR_SRQ, post_bind, post_marker, post_recv,
+    post_send,
 };
 use crate::ia::{
     GRACEFUL_LIMIT, Limits, RESOLVE_LIMIT, RESOLVE_MS, Shared, SrqSlot, lock, read, write,
@@ -463,7 +464,7 @@ impl Transport for VerbsIa {
         // The core posts through the endpoint's own entry (`ep_post`); this way is left for a
         // core that does not.
         let ep = self.ep(ep)?;
-        post_on(&ep, wr)
+        post_on(&ep, &wr)
     }
 
     fn ep_post(&self, ep: EpId) -> Option<Arc<dyn EpPost>> {
@@ -576,38 +577,50 @@ impl Drop for VerbsIa {
 /// The endpoint's own post entry: no lookup of the endpoint by id (`Transport::ep_post`).
 /// An endpoint freed (`free_ep`) or whose IA closed (`Shared::close_all`) is marked so under
 /// its lock, and a post then fails as `Transport::post` does for an id it no longer finds.
+///
+/// The endpoint takes requests lent ([`EpPost::lends`]): once the device has a request, the
+/// MR it names keeps its memory reachable (see `ep::Pending`), so only a request the
+/// provider keeps for later (a receive waiting for its QP, a post joining a terminal fact's
+/// flushes) is copied.
 impl EpPost for Ep {
     fn post(&self, wr: WorkRequest) -> DatResult<()> {
+        post_on(self, &wr)
+    }
+
+    fn lends(&self) -> bool {
+        true
+    }
+
+    fn post_lent(&self, wr: &WorkRequest) -> DatResult<()> {
         post_on(self, wr)
     }
 }
 
 /// Posts `wr` on `ep`: to its QP when it has one and no terminal fact was reported, else
-/// aside ([`post_aside`]).
+/// aside ([`post_aside`], which keeps a copy).
 #[inline(always)]
-fn post_on(ep: &Ep, wr: WorkRequest) -> DatResult<()> {
+fn post_on(ep: &Ep, wr: &WorkRequest) -> DatResult<()> {
     let mut st = ep.st.lock();
     let qp = st.cm.as_ref().map_or(std::ptr::null_mut(), CmId::qp);
     if qp.is_null() || st.phase == Phase::Done || st.freed {
         return post_aside(ep, st, qp, wr);
     }
+    // The record is pushed after the post but under the lock the completion's handler
+    // takes, so it waits for this push.
     if wr.op == PostOp::Recv {
-        // Room first: the request moves into it with no call between (`push_reserved`).
         st.recvs.reserve_one();
-        post_recv(qp, None, st.recvs.next_seq() | WR_RECV, &wr).map_err(post_failed)?;
-        st.recvs
-            .push_reserved(std::mem::ManuallyDrop::new(wr), true, true);
+        post_recv(qp, None, st.recvs.next_seq() | WR_RECV, wr).map_err(post_failed)?;
+        st.recvs.push_reserved(Pending::of_ref(wr, true, true));
         return Ok(());
     }
-    // Pushed after the post but under the lock the completion's handler takes, so it waits
-    // for this push.
     st.sends.reserve_one();
     let mut sig = st.sig;
     let signaled = sig.next(may_skip_signal(wr.flags, wr.op));
-    post_send(qp, st.sends.next_seq(), &wr, (st.max_inline, signaled)).map_err(post_failed)?;
+    let seq = st.sends.next_seq();
+    let max_inline = st.max_inline;
+    post_send(qp, &mut st.swr, seq, wr, (max_inline, signaled)).map_err(post_failed)?;
     st.sig = sig;
-    st.sends
-        .push_reserved(std::mem::ManuallyDrop::new(wr), signaled, true);
+    st.sends.push_reserved(Pending::of_ref(wr, signaled, true));
     Ok(())
 }
 
@@ -621,7 +634,7 @@ fn post_aside(
     ep: &Ep,
     mut st: FlagGuard<'_, EpSt>,
     qp: *mut rdma_sys::ibv_qp,
-    wr: WorkRequest,
+    wr: &WorkRequest,
 ) -> DatResult<()> {
     if st.freed {
         return Err(DatError::invalid_state(Subtype::NoSubtype));
@@ -632,17 +645,17 @@ fn post_aside(
         if st.flushing {
             let q = if recv { &mut st.recvs } else { &mut st.sends };
             q.reserve_one();
-            q.push_reserved(std::mem::ManuallyDrop::new(wr), true, false);
+            q.push_reserved(Pending::of(wr.clone(), true, false, true));
             return Ok(());
         }
     } else if recv {
         st.recvs.reserve_one();
         st.recvs
-            .push_reserved(std::mem::ManuallyDrop::new(wr), true, false);
+            .push_reserved(Pending::of(wr.clone(), true, false, true));
         return Ok(());
     }
     drop(st);
-    Shared::flush_now(ep, &wr);
+    Shared::flush_now(ep, wr);
     Ok(())
 }
 

@@ -132,6 +132,9 @@ pub(crate) struct EpInner {
     /// The transport's own post entry of this endpoint (`Transport::ep_post`), if it has
     /// one: a post through it skips the transport's lookup of the endpoint by id.
     pub(crate) post_to: Option<DynArc<dyn EpPost>>,
+    /// `post_to` takes requests lent for the call (`EpPost::lends`): a post then drops its
+    /// request itself, with this thread's post cache at hand.
+    pub(crate) lend: bool,
 }
 
 impl crate::Freeable for EpInner {
@@ -483,6 +486,7 @@ impl Ep {
                 ia: ia.clone(),
                 core,
                 freed: AtomicBool::new(false),
+                lend: post_to.as_ref().is_some_and(|p| p.lends()),
                 post_to,
             }
         });

@@ -207,10 +207,7 @@ impl Ep {
                     cookie,
                     flags,
                 };
-                let r = match &inner.post_to {
-                    Some(to) => to.post(wr),
-                    None => inner.ia.transport.post(inner.id, wr),
-                };
+                let r = hand_over(inner, wr);
                 if r.is_err() {
                     routes.unpost(recv);
                 }
@@ -272,12 +269,28 @@ impl Ep {
 fn submit(inner: &EpInner, wr: WorkRequest, recv: bool, me: u64) -> DatResult<()> {
     let routes = inner.core.routes();
     routes.posting(recv, me);
-    let r = match &inner.post_to {
-        Some(to) => to.post(wr),
-        None => inner.ia.transport.post(inner.id, wr),
-    };
+    let r = hand_over(inner, wr);
     if r.is_err() {
         routes.unpost(recv);
     }
     r
+}
+
+/// Gives `wr` to the transport: lent for the call where the endpoint's entry takes it so
+/// (`EpPost::lends`), and then dropped here, where the thread's post cache, which takes
+/// the segments' memory references back, was reached already for the post's look-up (one
+/// thread-local access per post instead of a second one in the provider).
+#[inline(always)]
+fn hand_over(inner: &EpInner, wr: WorkRequest) -> DatResult<()> {
+    match &inner.post_to {
+        Some(to) if inner.lend => {
+            let mut wr = wr;
+            let r = to.post_lent(&wr);
+            wr.release_segments();
+            std::mem::forget(wr);
+            r
+        }
+        Some(to) => to.post(wr),
+        None => inner.ia.transport.post(inner.id, wr),
+    }
 }

@@ -7,11 +7,11 @@
 //! [`scatter_at`], [`copy_segments`]), which never build references into a
 //! [`Buffer`] (see its access contract).
 
+use std::sync::Arc;
+
 use smallvec::SmallVec;
 
-#[cfg(doc)]
-use super::buffer::Buffer;
-use super::buffer::OUT_OF_RANGE;
+use super::buffer::{Buffer, OUT_OF_RANGE};
 use super::pin::SegBuf;
 use crate::error::{DatError, DatResult, ErrorType, Subtype};
 
@@ -67,6 +67,19 @@ pub fn one_segment(seg: Segment) -> SegList {
 }
 
 impl Segment {
+    /// A segment of `len` bytes at `offset` in `buf` with its own reference to it, named by
+    /// key `lkey` at address `offset` (a hand-made segment: tests, a provider's own
+    /// buffers).
+    pub fn of_buffer(buf: &Arc<Buffer>, offset: usize, len: usize, lkey: u32) -> Segment {
+        Segment {
+            buf: SegBuf::new(Arc::clone(buf)),
+            offset,
+            len,
+            lkey,
+            addr: offset as u64,
+        }
+    }
+
     /// Resolves `off..off+count` (relative to the segment) to a buffer offset, overflow-safe.
     fn range(&self, off: usize, count: usize) -> DatResult<usize> {
         match off.checked_add(count) {

@@ -33,13 +33,7 @@ impl Sent {
     }
 
     pub(super) fn completion(&self, status: DtoStatus, transferred: u32) -> Completion {
-        Completion {
-            cookie: self.cookie,
-            status,
-            transferred_length: transferred,
-            op: self.op,
-            flags: self.flags,
-        }
+        Completion::of(self.cookie, self.op, self.flags, status, transferred)
     }
 }
 

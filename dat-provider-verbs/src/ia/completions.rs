@@ -231,14 +231,13 @@ impl Shared {
                 {
                     // An unsignalled request before this one has completed (in order).
                     q.retire_range(end, |p| {
-                        if p.wr.flags.contains(CompletionFlags::SUPPRESS) {
+                        if p.flags.contains(CompletionFlags::SUPPRESS) {
                             suppressed += 1;
                             return;
                         }
-                        let n = u32::try_from(p.wr.len()).unwrap_or(u32::MAX);
                         retired
                             .get_or_insert_with(smallvec::SmallVec::new)
-                            .push(p.wr.completion(DtoStatus::Success, n));
+                            .push(p.completion(DtoStatus::Success, p.len));
                     });
                 }
                 if id & WR_BIND != 0
@@ -263,7 +262,7 @@ impl Shared {
                             p.signaled = true;
                             match phase {
                                 Phase::Done => {
-                                    own = Some(p.wr.completion(DtoStatus::Flushed, 0));
+                                    own = Some(p.completion(DtoStatus::Flushed, 0));
                                     q.remove_at(i);
                                 }
                                 Phase::Closing => {}
@@ -285,16 +284,16 @@ impl Shared {
                             let n = if recv || status != DtoStatus::Success {
                                 wc.byte_len
                             } else {
-                                u32::try_from(p.wr.len()).unwrap_or(u32::MAX)
+                                p.len
                             };
                             let n = if status == DtoStatus::Success { n } else { 0 };
                             if !recv
                                 && status == DtoStatus::Success
-                                && p.wr.flags.contains(CompletionFlags::SUPPRESS)
+                                && p.flags.contains(CompletionFlags::SUPPRESS)
                             {
                                 suppressed += 1;
                             } else {
-                                own = Some(p.wr.completion(status, n));
+                                own = Some(p.completion(status, n));
                             }
                             q.remove_at(i);
                             broken = status != DtoStatus::Success && phase.is_live();
