@@ -220,7 +220,9 @@ impl WorkRequest {
         unsafe {
             self.segs.set_len(0);
             if n == 1 {
-                std::ptr::drop_in_place(first);
+                // A segment's only field that needs dropping is its memory reference,
+                // given back inlined (`SegBuf::release`).
+                std::ptr::read(first).buf.release();
             } else {
                 std::ptr::drop_in_place(std::ptr::slice_from_raw_parts_mut(first, n));
             }

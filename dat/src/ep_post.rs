@@ -112,6 +112,7 @@ impl Ep {
     /// protection codes of `dat_core::mem` (`DAT_PROTECTION_VIOLATION`,
     /// `DAT_PRIVILEGES_VIOLATION`, `DAT_INVALID_PARAMETER`); transport errors such as
     /// `DAT_INSUFFICIENT_RESOURCES` for a full queue.
+    #[inline]
     pub fn post_send(
         &self,
         iov: &[LmrTriplet],
@@ -126,6 +127,7 @@ impl Ep {
     /// # Errors
     /// `DAT_INVALID_STATE|DAT_INVALID_STATE_SRQ_IN_USE` on an EP that takes receives from an
     /// SRQ; otherwise as [`Ep::post_send`] with `max_recv_iov`.
+    #[inline]
     pub fn post_recv(
         &self,
         iov: &[LmrTriplet],
@@ -142,6 +144,7 @@ impl Ep {
     /// As [`Ep::post_send`] (flags are argument 6), plus `DAT_LENGTH_ERROR` when the local
     /// total exceeds `remote.segment_length`. Remote protection errors arrive as a
     /// `DAT_DTO_ERR_REMOTE_ACCESS` completion and break the connection.
+    #[inline]
     pub fn post_rdma_write(
         &self,
         iov: &[LmrTriplet],
@@ -157,6 +160,7 @@ impl Ep {
     ///
     /// # Errors
     /// As [`Ep::post_rdma_write`].
+    #[inline]
     pub fn post_rdma_read(
         &self,
         iov: &[LmrTriplet],

@@ -290,6 +290,7 @@ impl Evd {
         self.inner.id
     }
 
+    #[inline(always)]
     fn check(&self) -> DatResult<()> {
         if self.inner.freed.load(Ordering::Acquire) {
             return Err(DatError::invalid_handle(Subtype::NoSubtype));
@@ -433,6 +434,7 @@ impl Evd {
     /// # Errors
     /// [`DatError::QUEUE_EMPTY`] (bare `0x000D0000`) when nothing is queued;
     /// `DAT_INVALID_STATE` while a waiter is blocked.
+    #[inline]
     pub fn dequeue(&self) -> DatResult<Event> {
         self.check()?;
         // An EVD known to be empty (the usual case of a busy poll) is not locked until the

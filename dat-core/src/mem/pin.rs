@@ -165,16 +165,33 @@ impl Deref for SegBuf {
     }
 }
 
-impl Drop for SegBuf {
-    #[inline]
-    fn drop(&mut self) {
+impl SegBuf {
+    /// Gives this reference back: to this thread's post cache entry when it holds the pin,
+    /// else to the count. What the drop does, but always inlined (a drop reached through
+    /// a segment's drop glue stayed a call of its own, with its own thread-local access).
+    #[inline(always)]
+    pub fn release(self) {
+        let this = std::mem::ManuallyDrop::new(self);
+        this.give_back();
+    }
+
+    #[inline(always)]
+    fn give_back(&self) {
         let p = self.as_ptr();
         let way = self.pinned().way;
         if way != NO_WAY && post_cache::keep(p, way) {
             return;
         }
-        // SAFETY: `self` owns one reference and is being dropped.
+        // SAFETY: `self` owns one reference, given back here once (by `release`, which then
+        // forgets it, or by the drop).
         unsafe { release(p, 1) };
+    }
+}
+
+impl Drop for SegBuf {
+    #[inline]
+    fn drop(&mut self) {
+        self.give_back();
     }
 }
 
@@ -200,6 +217,8 @@ mod tests {
         let a = pin.take();
         let b = a.clone();
         assert_eq!(refs(&pin), 3);
+        pin.take().release();
+        assert_eq!(refs(&pin), 3, "a released reference is given back as a dropped one");
         assert_eq!(b.to_vec(), vec![7; 16]);
         drop(pin);
         drop(a);
