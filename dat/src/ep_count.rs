@@ -16,19 +16,22 @@
 //! counts a report without its post. As before, a post or report made during the read may
 //! be missed (a moment's overcount or undercount of that one post).
 
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 
 /// The receive queue's index.
 pub(crate) const RECV: usize = 0;
 /// The request queue's index.
 pub(crate) const REQUEST: usize = 1;
 
-/// This thread's number (never 0, never reused): the one a post counts under (its
-/// `post_cache::Slots::thread_number`), read through this crate's thread-local (a report
-/// comes with a completion upcall, which reads it for the hand-off too: `crate::handoff`).
+/// This thread's id, the one its posts and reports count under (`handoff::thread_id`: one
+/// load, no call). An id is distinct between live threads; a thread that ended may pass its
+/// id on to a new one, which then counts as the endpoint's owner if the old one was: its
+/// counts carry on from the old owner's, whose last writes came before its end, which came
+/// before the new thread's start (the C library reuses a thread's control block only after
+/// the thread is gone, under its own lock).
 #[inline(always)]
-pub(crate) fn thread() -> u64 {
-    crate::handoff::thread_number()
+pub(crate) fn thread() -> usize {
+    crate::handoff::thread_id()
 }
 
 /// One thread's counts or the shared ones: posts and reports per queue.
@@ -41,8 +44,8 @@ struct Pair {
 /// The counts of one endpoint (see the [module documentation](self)).
 #[derive(Default)]
 pub(crate) struct Outstanding {
-    /// The owner's thread number, 0 until the first post.
-    owner: AtomicU64,
+    /// The owner's thread id ([`thread`]), 0 until the first post.
+    owner: AtomicUsize,
     /// Written by the owner only.
     own: Pair,
     /// Written by any other thread, atomically.
@@ -58,7 +61,7 @@ fn bump_own(c: &AtomicU64, n: u64) {
 impl Outstanding {
     /// True if thread `me` is the owner (the first thread to ask becomes it).
     #[inline(always)]
-    fn mine(&self, me: u64) -> bool {
+    fn mine(&self, me: usize) -> bool {
         match self.owner.load(Ordering::Relaxed) {
             o if o == me => true,
             0 => self.claim(me),
@@ -67,16 +70,16 @@ impl Outstanding {
     }
 
     #[cold]
-    fn claim(&self, me: u64) -> bool {
+    fn claim(&self, me: usize) -> bool {
         self.owner
             .compare_exchange(0, me, Ordering::Relaxed, Ordering::Relaxed)
             .is_ok()
     }
 
-    /// Counts a post on queue `q` by thread `me` (`post_cache::thread_number`) in, before
+    /// Counts a post on queue `q` by thread `me` ([`thread`]) in, before
     /// the transport sees it.
     #[inline(always)]
-    pub(crate) fn post(&self, q: usize, me: u64) {
+    pub(crate) fn post(&self, q: usize, me: usize) {
         if self.mine(me) {
             bump_own(&self.own.posted[q], 1);
         } else {
@@ -97,7 +100,7 @@ impl Outstanding {
 
     /// [`Outstanding::report`] by thread `me` ([`thread`]), for a caller that has it.
     #[inline(always)]
-    pub(crate) fn report_by(&self, q: usize, n: u64, me: u64) {
+    pub(crate) fn report_by(&self, q: usize, n: u64, me: usize) {
         if self.owner.load(Ordering::Relaxed) == me {
             bump_own(&self.own.reported[q], n);
         } else {
@@ -129,20 +132,12 @@ mod tests {
     use super::*;
 
     #[test]
-    fn a_report_knows_the_thread_by_the_number_its_posts_count_under() {
-        let post = || dat_core::mem::post_cache::thread_number();
-        assert_eq!(thread(), post());
-        let other = std::thread::spawn(move || {
-            let n = thread();
-            assert_eq!(n, post());
-            n
-        })
-        .join()
-        .unwrap();
+    fn a_report_on_the_owners_thread_counts_into_its_pair() {
+        let other = std::thread::spawn(thread).join().unwrap();
         assert_ne!(other, thread());
-        // A report on the owner's thread counts into the owner's pair.
+        assert_ne!(thread(), 0);
         let o = Outstanding::default();
-        o.post(REQUEST, post());
+        o.post(REQUEST, thread());
         o.report(REQUEST, 1);
         assert_eq!(o.own.reported[REQUEST].load(Ordering::Relaxed), 1);
         assert_eq!(o.shared.reported[REQUEST].load(Ordering::Relaxed), 0);

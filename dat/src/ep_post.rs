@@ -190,9 +190,9 @@ impl Ep {
             .accepts(flags, iov.len())
             .filter(|_| !inner.freed.load(Ordering::Acquire))
         {
-            // One thread-local access for the lookup and the count.
+            // The thread-local post cache (one access per post), and the thread's id (a load).
             let slots = post_cache::slots();
-            let me = slots.thread_number();
+            let me = crate::ep_count::thread();
             // The usual post, one non-empty segment: its request is built where the
             // transport's call takes it (no list is pushed to or borrowed on the way, nor
             // does the request pass through another function's parameter: each made the
@@ -259,18 +259,18 @@ impl Ep {
             flags,
         };
         if gate == PostGate::Flush {
-            inner.core.routes().posting(recv, slots.thread_number());
+            inner.core.routes().posting(recv, crate::ep_count::thread());
             inner.deliver(wr.completion(DtoStatus::Flushed, 0));
             return Ok(());
         }
-        submit(inner, wr, recv, slots.thread_number())
+        submit(inner, wr, recv, crate::ep_count::thread())
     }
 }
 
 /// Hands `wr` to the transport, counted as outstanding on the endpoint (before: its
 /// completion may be reported on another thread before the transport's call returns).
 #[inline(always)]
-fn submit(inner: &EpInner, wr: WorkRequest, recv: bool, me: u64) -> DatResult<()> {
+fn submit(inner: &EpInner, wr: WorkRequest, recv: bool, me: usize) -> DatResult<()> {
     let routes = inner.core.routes();
     routes.posting(recv, me);
     let r = hand_over(inner, wr);

@@ -109,10 +109,10 @@ impl Routes {
     }
 
     /// Counts in a post of a receive (`recv`) or a request by thread `me`
-    /// (`post_cache::thread_number`), before it goes to the transport; [`Routes::unpost`]
+    /// (`ep_count::thread`), before it goes to the transport; [`Routes::unpost`]
     /// takes it back if the transport refuses it.
     #[inline]
-    pub(crate) fn posting(&self, recv: bool, me: u64) {
+    pub(crate) fn posting(&self, recv: bool, me: usize) {
         self.outstanding.post(if recv { RECV } else { REQUEST }, me);
     }
 
@@ -137,10 +137,8 @@ impl Routes {
     /// Queues a DTO completion on the right EVD, applying SUPPRESS and UNSIGNALLED, and
     /// counts its post out.
     pub(crate) fn deliver(&self, c: Completion) {
-        // Read first, whatever the completion: the thread-local it is read from is the
-        // hand-off's (`push_dto`), whose access this one then serves in a shared library
-        // (one `__tls_get_addr` call where the first access comes before the others).
-        let me = crate::ep_count::thread();
+        // This thread's id, which the hand-off (`push_dto`) compares too.
+        let me = crate::handoff::thread_id();
         let recv = c.op == DtoOp::Receive;
         if !(recv && self.srq) {
             self.outstanding
@@ -170,7 +168,7 @@ impl Routes {
         let route = self.current();
         let evd = if recv { &route.recv } else { &route.request };
         match evd {
-            Some(evd) => evd.push_dto(dto, signal),
+            Some(evd) => evd.push_dto(dto, signal, me),
             None => tracing::warn!(
                 ep = self.ep.0,
                 ?c,

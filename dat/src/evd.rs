@@ -53,6 +53,8 @@ pub(crate) struct EvdInner {
     /// hand a completion to the poll driving progress (`crate::handoff`). Written under the
     /// state lock.
     handoff_ok: AtomicBool,
+    /// The hand-off itself: the polling thread and what it was handed.
+    handoff: crate::handoff::Handoff,
     /// False while the EVD is unwaitable (`dat_evd_set_unwaitable`): the queue's flag, read
     /// by a wait's fast path without the state lock. Written under the state lock.
     waitable: AtomicBool,
@@ -92,12 +94,13 @@ impl EvdInner {
     /// and be the next one dequeued).
     /// The completion is what `make` builds, built once it is known where it goes (into the
     /// hand-off's slot directly: no copy through the stack).
+    /// `me` is the calling thread's `handoff::thread_id`.
     #[inline]
-    pub(crate) fn push_dto(&self, make: impl FnOnce() -> DtoCompletion, signal: Signal) {
+    pub(crate) fn push_dto(&self, make: impl FnOnce() -> DtoCompletion, signal: Signal, me: usize) {
         let c = if !self.maybe_ready.load(Ordering::Acquire)
             && self.handoff_ok.load(Ordering::Acquire)
         {
-            match crate::handoff::offer_with::<EvdInner>(self, make) {
+            match self.handoff.offer_with(me, make) {
                 Ok(()) => return,
                 Err(c) => c,
             }
@@ -112,7 +115,7 @@ impl EvdInner {
     /// handed to this call, if any.
     #[inline(always)]
     fn poll_handed(&self) -> (bool, Option<DtoCompletion>) {
-        crate::handoff::poll::<EvdInner>(self, || self.progress_own())
+        self.handoff.poll(|| self.progress_own())
     }
 
     /// The transport's look at this EVD's completions: its own entry, else `progress_evd`.
@@ -253,6 +256,7 @@ impl Evd {
                 cond: Condvar::new(),
                 maybe_ready: AtomicBool::new(true),
                 handoff_ok: AtomicBool::new(dto),
+                handoff: crate::handoff::Handoff::new(),
                 waitable: AtomicBool::new(true),
                 refs: AtomicU32::new(0),
                 freed: AtomicBool::new(false),

@@ -4,33 +4,142 @@
 //! which reports the completion it finds through an upcall on that same thread: queued on
 //! the EVD under its lock, then taken off again under the lock by the same poll. When the
 //! EVD is idle (nothing queued, no waiter, no CNO attached: its `maybe_ready` flag clear), the
-//! upcall hands the first such completion straight to the poll instead, through a
-//! thread-local slot, and the poll returns it: what the queue would have returned, without
-//! the second lock, the push and the pop. Any other completion (a second one for the same
-//! EVD, one for another EVD, or one found by another thread) is queued as before, after the
+//! upcall hands the first such completion straight to the poll instead, through the EVD's
+//! [`Handoff`], and the poll returns it: what the queue would have returned, without the
+//! second lock, the push and the pop. Any other completion (a second one for the same EVD,
+//! one for another EVD, or one found by another thread) is queued as before, after the
 //! handed-off one, so the order of completions is kept.
+//!
+//! The hand-off names the polling thread by [`thread_id`], which a completion upcall reads
+//! with one load: before, a thread-local slot did, and in a shared library every
+//! thread-local is reached through a call (a TLS descriptor's), which the upcall made once
+//! per completion. The thread-local left here holds the pacer's counts (`crate::pace`),
+//! which a dequeue reads anyway.
 
-use std::cell::Cell;
+use std::cell::{Cell, UnsafeCell};
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 use dat_core::evd::DtoCompletion;
 
-/// This thread's slots in the facade, one thread-local for all of them: in a shared library
-/// every thread-local is reached through a call (a TLS descriptor's, or `__tls_get_addr`),
-/// which a function makes once per thread-local it reads (where the compiler sees one access
-/// come before the others), not once per crate. A completion upcall reads the thread's
-/// number and the hand-off's slot; a poll opens, reads and closes the slot and counts itself
-/// for the pacer.
+/// An identity of the calling thread, distinct between threads alive at the same time (a
+/// thread that ended may have passed it on to a new one), never 0. On x86-64 Linux it is the
+/// thread pointer, the address of the thread's control block, which the block's first word
+/// holds (the TLS ABI's self-pointer, glibc's and musl's alike): one load, no call.
+/// Elsewhere, the address of a thread-local.
+#[inline(always)]
+pub(crate) fn thread_id() -> usize {
+    #[cfg(all(target_arch = "x86_64", target_os = "linux"))]
+    {
+        let tp: usize;
+        // SAFETY: on x86-64 Linux `%fs` is the thread pointer and `%fs:0` holds its own
+        // address (the TLS ABI); the load has no side effects and touches no Rust memory.
+        unsafe {
+            std::arch::asm!(
+                "mov {}, qword ptr fs:[0]",
+                out(reg) tp,
+                options(nostack, preserves_flags, pure, readonly)
+            );
+        }
+        tp
+    }
+    #[cfg(not(all(target_arch = "x86_64", target_os = "linux")))]
+    {
+        thread_local! {
+            static ID: u8 = const { 0 };
+        }
+        ID.with(|b| std::ptr::from_ref(b) as usize)
+    }
+}
+
+/// One EVD's hand-off: the thread whose poll is open for one, and what it was handed.
+pub(crate) struct Handoff {
+    /// [`thread_id`] of the thread whose poll is open, 0 when none.
+    owner: AtomicUsize,
+    /// The completion handed to that poll. Only the owner's thread touches it, between its
+    /// claim ([`Handoff::poll`]) and its release.
+    got: UnsafeCell<Option<DtoCompletion>>,
+}
+
+// SAFETY: `got` is only read or written by the thread whose id `owner` holds, and only while
+// it does: `poll` claims `owner` from 0 with a compare-exchange (so at most one thread holds
+// it), touches `got` and releases it to 0 only on that thread, and `offer_with` touches
+// `got` only on a thread that finds its own id there. Ids are distinct between live threads,
+// and a thread holds the claim only inside its `poll` (released on unwinding too), so no
+// other thread, nor this one outside its poll, ever sees its id in `owner`.
+unsafe impl Sync for Handoff {}
+
+impl Handoff {
+    /// A hand-off with no poll open.
+    pub(crate) const fn new() -> Handoff {
+        Handoff {
+            owner: AtomicUsize::new(0),
+            got: UnsafeCell::new(None),
+        }
+    }
+
+    /// Runs `progress` with this hand-off open to the calling thread; returns what `progress`
+    /// returned and the completion handed off meanwhile, if any. A hand-off another thread
+    /// holds (two threads polling one EVD) is left to it: `progress` then runs without one.
+    #[inline(always)]
+    pub(crate) fn poll(&self, progress: impl FnOnce() -> bool) -> (bool, Option<DtoCompletion>) {
+        /// Releases the hand-off however `progress` ends (a panic included), so that no
+        /// later upcall hands a completion to a poll that is over.
+        struct Close<'a>(&'a Handoff);
+        impl Drop for Close<'_> {
+            fn drop(&mut self) {
+                // SAFETY: this thread holds the claim (see `Handoff`'s Sync).
+                unsafe { *self.0.got.get() = None };
+                self.0.owner.store(0, Ordering::Release);
+            }
+        }
+        let me = thread_id();
+        if self
+            .owner
+            .compare_exchange(0, me, Ordering::Acquire, Ordering::Relaxed)
+            .is_err()
+        {
+            return (progress(), None);
+        }
+        let close = Close(self);
+        let progressed = progress();
+        // SAFETY: this thread holds the claim (see `Handoff`'s Sync); `progress` is over,
+        // so no upcall of this poll holds a reference to `got`.
+        let slot = unsafe { &mut *self.got.get() };
+        // Looked at before it is taken: an unconditional `take` copied the whole slot (two
+        // 16-byte moves each way) on every poll, the empty ones included.
+        let got = if slot.is_some() { slot.take() } else { None };
+        self.owner.store(0, Ordering::Release);
+        // Released already: the guard is only for an unwinding `progress`.
+        std::mem::forget(close);
+        (progressed, got)
+    }
+
+    /// Hands the completion `make` builds to the poll open on thread `me` ([`thread_id`],
+    /// the caller's), if there is one and it has none yet (the first completion closes the
+    /// poll to others); else hands it back for the queue. Built only once it is known where
+    /// it goes. The caller has checked that the EVD is idle.
+    #[inline(always)]
+    pub(crate) fn offer_with(
+        &self,
+        me: usize,
+        make: impl FnOnce() -> DtoCompletion,
+    ) -> Result<(), DtoCompletion> {
+        if self.owner.load(Ordering::Relaxed) == me {
+            // SAFETY: `me` is the calling thread's id and it holds the claim, inside its
+            // poll's `progress`, which holds no reference to `got` (see `Handoff`'s Sync).
+            let got = unsafe { &mut *self.got.get() };
+            if got.is_none() {
+                *got = Some(make());
+                return Ok(());
+            }
+        }
+        Err(make())
+    }
+}
+
+/// This thread's slot in the facade: the pacer's counts of its polls (`crate::pace`), which
+/// every dequeue reads after its hand-off's poll.
 struct Slots {
-    /// The EVD whose poll is driving progress on this thread and has no completion yet (null
-    /// when none).
-    want: Cell<*const ()>,
-    /// The completion handed to that poll.
-    got: Cell<Option<DtoCompletion>>,
-    /// This thread's number as `dat_core::mem::post_cache::thread_number` gives it (0 until
-    /// asked): see [`thread_number`].
-    thread: Cell<u64>,
-    /// The pacer's counts of this thread's polls (`crate::pace`), which every dequeue reads
-    /// after its hand-off's poll.
     pace: Cell<crate::pace::Fast>,
 }
 
@@ -38,98 +147,17 @@ thread_local! {
     // No destructor: a plain thread-relative access, with no state to check.
     static SLOTS: Slots = const {
         Slots {
-            want: Cell::new(std::ptr::null()),
-            got: Cell::new(None),
-            thread: Cell::new(0),
             pace: Cell::new(crate::pace::Fast::NEW),
         }
     };
 }
 
-/// This thread's number (never 0, never reused): the one its posts count under
-/// (`post_cache::Slots::thread_number`), read through this crate's thread-local, which a
-/// completion upcall reads anyway for [`offer`].
-#[inline(always)]
-pub(crate) fn thread_number() -> u64 {
-    let s = slots();
-    match s.thread.get() {
-        0 => learn_thread(s),
-        n => n,
-    }
-}
-
-/// This thread's slots, reached without the "destroyed" check of `LocalKey::with` (which the
-/// compiler kept on the dequeue's path, on the niche of the value a closure returned).
-#[inline(always)]
-fn slots() -> &'static Slots {
-    // SAFETY: `SLOTS` is initialised by a constant and has no destructor; `Slots` is made of
-    // `Cell`s (not `Sync`).
-    unsafe { crate::sync::thread_ref(&SLOTS) }
-}
-
 /// The pacer's counts of this thread's polls (see [`Slots::pace`]).
 #[inline(always)]
 pub(crate) fn pace_fast() -> &'static Cell<crate::pace::Fast> {
-    &slots().pace
-}
-
-#[cold]
-fn learn_thread(s: &Slots) -> u64 {
-    let n = dat_core::mem::post_cache::thread_number();
-    s.thread.set(n);
-    n
-}
-
-/// Runs `progress` with `evd`'s poll open for a hand-off; returns what `progress` returned
-/// and the completion handed off meanwhile, if any. `evd` is only compared by address (any
-/// type will do, which the tests use): callers name the type (`poll::<EvdInner>`), so that
-/// a reference to an `Arc` is not taken for the EVD itself.
-#[inline]
-pub(crate) fn poll<E>(evd: &E, progress: impl FnOnce() -> bool) -> (bool, Option<DtoCompletion>) {
-    /// Closes the poll however `progress` ends (a panic included), so that no later upcall
-    /// on this thread hands a completion to a poll that is over.
-    struct Close;
-    impl Drop for Close {
-        fn drop(&mut self) {
-            let s = slots();
-            s.want.set(std::ptr::null());
-            s.got.set(None);
-        }
-    }
-    let s = slots();
-    s.want.set(std::ptr::from_ref(evd).cast());
-    let close = Close;
-    let progressed = progress();
-    s.want.set(std::ptr::null());
-    let got = s.got.take();
-    // Closed already: the guard is only for an unwinding `progress`.
-    std::mem::forget(close);
-    (progressed, got)
-}
-
-/// Hands `c` to the poll of `evd` running on this thread, if there is one and it has none
-/// yet (the first completion closes the poll to others). The caller has checked that the
-/// EVD is idle.
-#[cfg(test)]
-fn offer<E>(evd: &E, c: DtoCompletion) -> bool {
-    offer_with(evd, || c).is_ok()
-}
-
-/// [`offer`] of the completion `make` builds, built only once it is known where it goes:
-/// straight into the slot when the poll takes it (no copy through the stack), and handed
-/// back to the caller for the queue otherwise.
-#[inline(always)]
-pub(crate) fn offer_with<E>(
-    evd: &E,
-    make: impl FnOnce() -> DtoCompletion,
-) -> Result<(), DtoCompletion> {
-    let s = slots();
-    if std::ptr::eq(s.want.get(), std::ptr::from_ref(evd).cast()) {
-        s.want.set(std::ptr::null());
-        s.got.set(Some(make()));
-        return Ok(());
-    }
-    Err(make())
+    // SAFETY: `SLOTS` is initialised by a constant and has no destructor; `Slots` is made of
+    // `Cell`s (not `Sync`), so the reference stays on this thread.
+    &unsafe { crate::sync::thread_ref(&SLOTS) }.pace
 }
 
 #[cfg(test)]
@@ -149,35 +177,63 @@ mod tests {
         }
     }
 
+    fn offer(h: &Handoff, cookie: u64) -> bool {
+        h.offer_with(thread_id(), || c(cookie)).is_ok()
+    }
+
     #[test]
     fn only_the_first_completion_for_the_polled_evd_is_handed_off() {
-        let (evd, other) = (1u8, 2u8);
-        assert!(!offer(&evd, c(0)), "no poll running");
-        let (progressed, got) = poll(&evd, || {
-            assert!(!offer(&other, c(1)), "another EVD");
-            assert!(offer(&evd, c(2)));
-            assert!(!offer(&evd, c(3)), "the poll has one already");
+        let (evd, other) = (Handoff::new(), Handoff::new());
+        assert!(!offer(&evd, 0), "no poll running");
+        let (progressed, got) = evd.poll(|| {
+            assert!(!offer(&other, 1), "another EVD");
+            assert!(offer(&evd, 2));
+            assert!(!offer(&evd, 3), "the poll has one already");
             true
         });
         assert!(progressed);
         assert_eq!(got, Some(c(2)));
-        assert!(!offer(&evd, c(4)), "the poll is over");
-        assert_eq!(poll(&evd, || false), (false, None));
+        assert!(!offer(&evd, 4), "the poll is over");
+        assert_eq!(evd.poll(|| false), (false, None));
+    }
+
+    #[test]
+    fn another_thread_neither_hands_off_to_a_poll_nor_opens_one_while_it_is_open() {
+        let evd = Handoff::new();
+        let (_, got) = evd.poll(|| {
+            std::thread::scope(|s| {
+                s.spawn(|| {
+                    assert!(!offer(&evd, 1), "the poll is another thread's");
+                    let (progressed, got) = evd.poll(|| {
+                        assert!(!offer(&evd, 2), "no hand-off of its own meanwhile");
+                        true
+                    });
+                    assert_eq!((progressed, got), (true, None));
+                });
+            });
+            assert!(offer(&evd, 3));
+            true
+        });
+        assert_eq!(got, Some(c(3)));
+        assert_ne!(
+            std::thread::scope(|s| s.spawn(thread_id).join().unwrap()),
+            thread_id(),
+            "live threads have distinct ids"
+        );
     }
 
     #[test]
     fn a_panicking_progress_closes_the_poll() {
-        let evd = 1u8;
-        let r = std::panic::catch_unwind(|| {
-            poll(&evd, || {
-                assert!(offer(&evd, c(1)));
+        let evd = Handoff::new();
+        let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            evd.poll(|| {
+                assert!(offer(&evd, 1));
                 panic!("progress failed");
             })
-        });
+        }));
         assert!(r.is_err());
-        assert!(
-            !offer(&evd, c(2)),
-            "no completion goes to a poll that is over"
-        );
+        assert!(!offer(&evd, 2), "no completion goes to a poll that is over");
+        let (_, got) = evd.poll(|| offer(&evd, 3));
+        assert_eq!(got, Some(c(3)), "the next poll opens afresh");
     }
 }

@@ -218,7 +218,11 @@ mod tests {
         let b = a.clone();
         assert_eq!(refs(&pin), 3);
         pin.take().release();
-        assert_eq!(refs(&pin), 3, "a released reference is given back as a dropped one");
+        assert_eq!(
+            refs(&pin),
+            3,
+            "a released reference is given back as a dropped one"
+        );
         assert_eq!(b.to_vec(), vec![7; 16]);
         drop(pin);
         drop(a);

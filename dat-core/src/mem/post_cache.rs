@@ -23,7 +23,6 @@
 
 use std::cell::Cell;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
 
 use super::generation::LmrGeneration;
 use super::pin::{self, Pinned, SegBuf};
@@ -65,13 +64,10 @@ impl Entry {
     };
 }
 
-/// A thread's entries, and its number beside them: a post reads both through one
-/// thread-local access ([`slots`]; in a shared library every access to a thread-local is a
-/// call).
+/// A thread's entries, which a post reads through one thread-local access ([`slots`]; in a
+/// shared library every access to a thread-local is a call).
 pub struct Slots {
     entries: [Cell<Entry>; WAYS],
-    /// [`thread_number`], 0 until the thread asks.
-    thread: Cell<u64>,
 }
 
 thread_local! {
@@ -86,18 +82,8 @@ thread_local! {
     static OWNER: Owner = const { Owner };
 }
 
-/// Threads numbered so far (0 means "not numbered yet").
-static THREADS: AtomicU64 = AtomicU64::new(1);
-
-/// This thread's number (see [`Slots::thread_number`]).
-#[inline(always)]
-pub fn thread_number() -> u64 {
-    slots().thread_number()
-}
-
-/// This thread's slots, for a post that asks them more than once ([`Slots::lookup`],
-/// [`Slots::thread_number`]). The reference cannot leave the thread (`Slots` is not
-/// `Sync`).
+/// This thread's slots, for a post ([`Slots::lookup`]). The reference cannot leave the
+/// thread (`Slots` is not `Sync`).
 #[inline(always)]
 pub fn slots() -> &'static Slots {
     let p = CACHE.with(Cell::get);
@@ -121,13 +107,12 @@ fn try_slots() -> Option<&'static Slots> {
 }
 
 /// Allocates this thread's slots (its first post, or one after its `Owner` was dropped:
-/// a post from another thread-local's destructor, which gets empty slots, a new number,
-/// and never fills them, see [`fill`]).
+/// a post from another thread-local's destructor, which gets empty slots and never fills
+/// them, see [`fill`]).
 #[cold]
 fn new_slots() -> &'static Slots {
     let b = Box::new(Slots {
         entries: [const { Cell::new(Entry::EMPTY) }; WAYS],
-        thread: Cell::new(0),
     });
     let p = Box::into_raw(b);
     CACHE.with(|c| c.set(p));
@@ -139,24 +124,6 @@ fn new_slots() -> &'static Slots {
 }
 
 impl Slots {
-    /// This thread's number, unique for the life of the process (numbers are never
-    /// reused) and never 0, for callers that tell threads apart on the post path (the
-    /// facade's owner of an endpoint's counts).
-    #[inline(always)]
-    pub fn thread_number(&self) -> u64 {
-        match self.thread.get() {
-            0 => self.number_thread(),
-            n => n,
-        }
-    }
-
-    #[cold]
-    fn number_thread(&self) -> u64 {
-        let n = THREADS.fetch_add(1, Ordering::Relaxed);
-        self.thread.set(n);
-        n
-    }
-
     /// [`lookup`] in these slots.
     #[inline(always)]
     pub fn lookup(

@@ -123,15 +123,6 @@ fn segments_take_and_give_back_credits_and_the_memory_outlives_the_lmr() {
 }
 
 #[test]
-fn thread_numbers_are_distinct_and_stable() {
-    let here = thread_number();
-    assert_eq!(here, thread_number());
-    let there = std::thread::spawn(thread_number).join().unwrap();
-    assert_ne!(here, there);
-    assert_ne!(there, 0);
-}
-
-#[test]
 fn a_thread_gives_back_its_entries_when_it_ends() {
     let mem = Arc::new(std::sync::RwLock::new(MemTable::with_seed(11)));
     let (pz, need) = (PzId(1), MemPriv::LOCAL_READ);
