@@ -328,6 +328,7 @@ impl Drop for Pd {
     }
 }
 
+#[inline]
 pub fn errno_result(rc: libc::c_int) -> io::Result<()> {
     match rc {
         0 => Ok(()),

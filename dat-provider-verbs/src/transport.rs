@@ -607,7 +607,7 @@ fn post_on(ep: &Ep, wr: &WorkRequest) -> DatResult<()> {
     }
     // The record is pushed after the post but under the lock the completion's handler
     // takes, so it waits for this push.
-    if wr.op == PostOp::Recv {
+    if matches!(wr.op, PostOp::Recv) {
         st.recvs.reserve_one();
         post_recv(qp, None, st.recvs.next_seq() | WR_RECV, wr).map_err(post_failed)?;
         st.recvs.push_reserved(Pending::of_ref(wr, true, true));
@@ -639,7 +639,7 @@ fn post_aside(
     if st.freed {
         return Err(DatError::invalid_state(Subtype::NoSubtype));
     }
-    let recv = wr.op == PostOp::Recv;
+    let recv = matches!(wr.op, PostOp::Recv);
     if !qp.is_null() {
         // The terminal fact is reported (or being reported): the QP is in error.
         if st.flushing {

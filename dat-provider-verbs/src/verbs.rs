@@ -205,6 +205,7 @@ impl Cq {
     ///
     /// # Errors
     /// A negative return of `ibv_poll_cq`.
+    #[inline]
     pub fn poll<'a>(
         &self,
         out: &'a mut [MaybeUninit<sys::ibv_wc>],

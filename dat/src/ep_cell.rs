@@ -345,7 +345,7 @@ mod tests {
     /// of `op` with `flags` and `n` triplets goes to the transport (a copy of the checks of
     /// `Ep::post`).
     fn full_checks(s: &PostSnapshot, op: PostOp, flags: CompletionFlags, n: usize) -> Option<PzId> {
-        let recv = op == PostOp::Recv;
+        let recv = matches!(op, PostOp::Recv);
         if post_gate(s.state, recv) != Ok(PostGate::Transport) || (recv && s.srq) {
             return None;
         }

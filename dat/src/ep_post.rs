@@ -202,7 +202,7 @@ impl Ep {
                 && t.segment_length != 0
             {
                 let seg = resolve_one(inner, slots, op, t, pz)?;
-                let recv = op == PostOp::Recv;
+                let recv = matches!(op, PostOp::Recv);
                 let routes = inner.core.routes();
                 routes.posting(recv, me);
                 let wr = WorkRequest {
@@ -226,10 +226,10 @@ impl Ep {
                 flags,
             };
             resolve(inner, slots, op, &mut wr.segs, iov, pz, max_iov)?;
-            return submit(inner, wr, op == PostOp::Recv, me);
+            return submit(inner, wr, matches!(op, PostOp::Recv), me);
         }
         inner.check()?;
-        let recv = op == PostOp::Recv;
+        let recv = matches!(op, PostOp::Recv);
         let snap = inner.core.post_snapshot();
         let gate = post_gate(snap.state, recv)?;
         if recv && snap.srq {
