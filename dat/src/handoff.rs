@@ -82,6 +82,19 @@ impl Handoff {
     /// holds (two threads polling one EVD) is left to it: `progress` then runs without one.
     #[inline(always)]
     pub(crate) fn poll(&self, progress: impl FnOnce() -> bool) -> (bool, Option<DtoCompletion>) {
+        self.poll_with(progress, |c| *c)
+    }
+
+    /// [`Handoff::poll`] that shows the completion handed off to `take` where it lies (no
+    /// copy of it to the caller, which then copies it again: the dequeue writes it straight
+    /// into the consumer's event) and returns what `take` returned. `take` must not poll
+    /// this EVD.
+    #[inline(always)]
+    pub(crate) fn poll_with<R>(
+        &self,
+        progress: impl FnOnce() -> bool,
+        take: impl FnOnce(&DtoCompletion) -> R,
+    ) -> (bool, Option<R>) {
         /// Releases the hand-off however `progress` ends (a panic included), so that no
         /// later upcall hands a completion to a poll that is over.
         struct Close<'a>(&'a Handoff);
@@ -103,11 +116,19 @@ impl Handoff {
         let close = Close(self);
         let progressed = progress();
         // SAFETY: this thread holds the claim (see `Handoff`'s Sync); `progress` is over,
-        // so no upcall of this poll holds a reference to `got`.
+        // so no upcall of this poll holds a reference to `got`, and `take` makes none (it
+        // does not poll this EVD).
         let slot = unsafe { &mut *self.got.get() };
-        // Looked at before it is taken: an unconditional `take` copied the whole slot (two
-        // 16-byte moves each way) on every poll, the empty ones included.
-        let got = if slot.is_some() { slot.take() } else { None };
+        // Looked at in place, and emptied only when full: an unconditional `take` copied
+        // the whole slot (two 16-byte moves each way) on every poll, the empty ones included.
+        let got = match slot {
+            Some(c) => {
+                let r = take(c);
+                *slot = None;
+                Some(r)
+            }
+            None => None,
+        };
         self.owner.store(0, Ordering::Release);
         // Released already: the guard is only for an unwinding `progress`.
         std::mem::forget(close);
@@ -220,6 +241,16 @@ mod tests {
             thread_id(),
             "live threads have distinct ids"
         );
+    }
+
+    #[test]
+    fn a_poll_with_shows_the_handed_completion_in_place_and_empties_the_slot() {
+        let evd = Handoff::new();
+        let (progressed, cookie) = evd.poll_with(|| offer(&evd, 7), |c| c.cookie.0);
+        assert_eq!((progressed, cookie), (true, Some(7)));
+        let (_, none) = evd.poll_with(|| false, |c| c.cookie.0);
+        assert_eq!(none, None, "nothing was handed to the next poll");
+        assert_eq!(evd.poll(|| offer(&evd, 8)), (true, Some(c(8))));
     }
 
     #[test]

@@ -1,7 +1,7 @@
 //! EVD and CNO slots: 7-11, 16-25, 56-57.
 
-use dat::types::{EvdFlags, Timeout};
-use dat::{DatError, EventData, Subtype};
+use dat::types::{EvdFlags, EventNumber, Timeout};
+use dat::{DatError, Event, EventData, Subtype};
 
 use crate::abi::{
     DatCnoParam, DatCnoProxy, DatCount, DatEvdParam, DatEvent, DatHandle, DatOsWaitProxyAgent,
@@ -164,24 +164,30 @@ pub(crate) unsafe extern "C" fn evd_dequeue(evd: DatHandle, event: *mut DatEvent
             return Err(arg(2));
         }
         // An empty queue returns DatError::QUEUE_EMPTY, the bare 0x000D0000 `dtest -p`
-        // compares against.
-        // Looked at in place (a move out of the result copied the event to the stack).
-        let r = e.dequeue();
-        let ev = match &r {
-            Ok(ev) => ev,
-            Err(err) => return Err(*err),
-        };
+        // compares against. The event is written where the facade shows it: a completion
+        // handed to this poll in its slot (no copy of it on the way), any other one once.
         // `evd` is the node's handle (`hold` takes only a slot's exact address).
-        if let EventData::Dto(d) = &ev.data
-            && let Some(ep) = n.ia.cached_ep_handle(d.ep)
-        {
-            // SAFETY: checked non-NULL consumer OUT pointer.
-            unsafe { dto_event_to_c(event, ev.number as u32, evd, ep, d) };
-            return Ok(());
-        }
-        // SAFETY: checked non-NULL consumer OUT pointer.
-        unsafe { event_to_c(event, ev, evd, &n.ia) };
-        Ok(())
+        e.dequeue_with(
+            |d| match n.ia.cached_ep_handle(d.ep) {
+                // SAFETY: checked non-NULL consumer OUT pointer.
+                Some(ep) => unsafe {
+                    dto_event_to_c(event, EventNumber::DtoCompletion as u32, evd, ep, d);
+                },
+                // SAFETY: as above.
+                None => unsafe { event_to_c(event, &Event::dto(*d), evd, &n.ia) },
+            },
+            |ev| {
+                if let EventData::Dto(d) = &ev.data
+                    && let Some(ep) = n.ia.cached_ep_handle(d.ep)
+                {
+                    // SAFETY: checked non-NULL consumer OUT pointer.
+                    unsafe { dto_event_to_c(event, ev.number as u32, evd, ep, d) };
+                    return;
+                }
+                // SAFETY: checked non-NULL consumer OUT pointer.
+                unsafe { event_to_c(event, &ev, evd, &n.ia) };
+            },
+        )
     })
 }
 
