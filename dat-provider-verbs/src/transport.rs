@@ -591,10 +591,6 @@ impl EpPost for Ep {
         true
     }
 
-    // On the DTO path: linked beside the path's other functions (`.text.hot.*` sections
-    // come first in `.text`): an emulated CPU charges a jump to another page, BENCHMARKS.md,
-    // session 19.
-    #[unsafe(link_section = ".text.hot.dat")]
     fn post_lent(&self, wr: &WorkRequest) -> DatResult<()> {
         post_on(self, wr)
     }

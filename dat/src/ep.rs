@@ -307,10 +307,6 @@ struct EpLink {
 }
 
 impl EpUpcalls for EpLink {
-    // On the DTO path: linked beside the path's other functions (`.text.hot.*` sections
-    // come first in `.text`): an emulated CPU charges a jump to another page, BENCHMARKS.md,
-    // session 19.
-    #[unsafe(link_section = ".text.hot.dat")]
     fn completion(&self, c: Completion) {
         self.routes.deliver(c);
     }

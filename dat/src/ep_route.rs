@@ -136,10 +136,6 @@ impl Routes {
 
     /// Queues a DTO completion on the right EVD, applying SUPPRESS and UNSIGNALLED, and
     /// counts its post out.
-    // On the DTO path: linked beside the path's other functions (`.text.hot.*` sections
-    // come first in `.text`): an emulated CPU charges a jump to another page, BENCHMARKS.md,
-    // session 19.
-    #[unsafe(link_section = ".text.hot.dat")]
     pub(crate) fn deliver(&self, c: Completion) {
         // This thread's id, which the hand-off (`push_dto`) compares too.
         let me = crate::handoff::thread_id();

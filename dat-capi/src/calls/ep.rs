@@ -324,10 +324,6 @@ macro_rules! with_ep {
     }};
 }
 
-// On the DTO path: linked beside the path's other functions (`.text.hot.*` sections
-// come first in `.text`): an emulated CPU charges a jump to another page, BENCHMARKS.md,
-// session 19.
-#[unsafe(link_section = ".text.hot.dat")]
 pub(crate) unsafe extern "C" fn ep_post_send(
     ep: DatHandle,
     num_segments: DatCount,
@@ -345,10 +341,6 @@ pub(crate) unsafe extern "C" fn ep_post_send(
     })
 }
 
-// On the DTO path: linked beside the path's other functions (`.text.hot.*` sections
-// come first in `.text`): an emulated CPU charges a jump to another page, BENCHMARKS.md,
-// session 19.
-#[unsafe(link_section = ".text.hot.dat")]
 pub(crate) unsafe extern "C" fn ep_post_recv(
     ep: DatHandle,
     num_segments: DatCount,
@@ -396,10 +388,6 @@ fn rdma(
     })
 }
 
-// On the DTO path: linked beside the path's other functions (`.text.hot.*` sections
-// come first in `.text`): an emulated CPU charges a jump to another page, BENCHMARKS.md,
-// session 19.
-#[unsafe(link_section = ".text.hot.dat")]
 pub(crate) unsafe extern "C" fn ep_post_rdma_read(
     ep: DatHandle,
     num_segments: DatCount,
@@ -421,10 +409,6 @@ pub(crate) unsafe extern "C" fn ep_post_rdma_read(
     })
 }
 
-// On the DTO path: linked beside the path's other functions (`.text.hot.*` sections
-// come first in `.text`): an emulated CPU charges a jump to another page, BENCHMARKS.md,
-// session 19.
-#[unsafe(link_section = ".text.hot.dat")]
 pub(crate) unsafe extern "C" fn ep_post_rdma_write(
     ep: DatHandle,
     num_segments: DatCount,

@@ -150,10 +150,6 @@ pub(crate) unsafe extern "C" fn evd_post_se(evd: DatHandle, event: *const DatEve
     })
 }
 
-// On the DTO path: linked beside the path's other functions (`.text.hot.*` sections
-// come first in `.text`): an emulated CPU charges a jump to another page, BENCHMARKS.md,
-// session 19.
-#[unsafe(link_section = ".text.hot.dat")]
 pub(crate) unsafe extern "C" fn evd_dequeue(evd: DatHandle, event: *mut DatEvent) -> DatReturn {
     guard("evd_dequeue", || {
         // Used in place inside the slot's gate: a polling consumer calls this in a loop.

@@ -36,10 +36,6 @@ pub(crate) struct EvdPoller {
 }
 
 impl dat_core::provider::EvdPoll for EvdPoller {
-    // On the DTO path: linked beside the path's other functions (`.text.hot.*` sections
-    // come first in `.text`): an emulated CPU charges a jump to another page, BENCHMARKS.md,
-    // session 19.
-    #[unsafe(link_section = ".text.hot.dat")]
     fn progress(&self) -> bool {
         self.shared.progress_cq(&self.poll)
     }
