@@ -14,9 +14,10 @@ use dat_core::types::{CloseFlags, EvdFlags, EventNumber, IaAttr, ProviderAttr};
 use dat_core::{DatError, DatResult};
 
 use crate::cm::{CrInner, SpInner};
+use crate::cno::{Cno, CnoInner};
 use crate::dyn_arc::DynArc;
 use crate::ep::EpInner;
-use crate::evd::{Cno, CnoInner, Evd, EvdInner};
+use crate::evd::{Evd, EvdInner};
 use crate::mem::{LmrInner, PzInner};
 use crate::registry::IaOpenError;
 use crate::srq::SrqInner;

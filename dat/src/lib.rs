@@ -18,6 +18,7 @@
 //! specification names; the `# Errors` section of each item lists them.
 
 mod cm;
+mod cno;
 mod dyn_arc;
 mod ep;
 mod ep_cell;
@@ -35,13 +36,14 @@ mod sync;
 mod teardown;
 
 pub use cm::{Cr, CrParam, Sp, SpParam};
+pub use cno::Cno;
 pub use dat_core::ep::state::EpState;
 pub use dat_core::evd::{AsyncHandle, DtoCompletion, Event, EventData};
 pub use dat_core::mem::Buffer;
 pub use dat_core::provider::EpConfig;
 pub use dat_core::{DatError, DatResult, ErrorType, Subtype, types};
 pub use ep::{ConnectFlags, Ep, EpModify, EpParam, EpParams, EpStatus};
-pub use evd::{Cno, Evd};
+pub use evd::Evd;
 pub use ia::Ia;
 pub use mem::{Lmr, LmrParam, Pz, Rmr, RmrParam};
 pub use pace::{PaceCounts, counts as pace_counts};

@@ -3,8 +3,9 @@
 use std::sync::Weak;
 
 use crate::cm::Sp;
+use crate::cno::Cno;
 use crate::ep::Ep;
-use crate::evd::{Cno, Evd};
+use crate::evd::Evd;
 use crate::ia::IaInner;
 use crate::mem::{Lmr, Pz};
 use crate::srq::Srq;
