@@ -111,18 +111,14 @@ pub struct Pending {
 }
 
 impl Pending {
-    /// The record of `wr` (the request kept too with `keep`; else its memory is let go).
-    pub fn of(mut wr: WorkRequest, signaled: bool, posted: bool, keep: bool) -> Pending {
-        let p = Pending::of_ref(&wr, signaled, posted);
-        if keep {
-            return Pending {
-                kept: Some(Box::new(wr)),
-                ..p
-            };
+    /// The record of `wr`, not given to the device, with the request kept (its memory
+    /// with it) until the record goes.
+    pub fn kept(wr: WorkRequest, signaled: bool) -> Pending {
+        let p = Pending::of_ref(&wr, signaled, false);
+        Pending {
+            kept: Some(Box::new(wr)),
+            ..p
         }
-        wr.release_segments();
-        std::mem::forget(wr);
-        p
     }
 
     /// The record of `wr`, read where it lies (the post's path, where the request is lent:

@@ -529,9 +529,7 @@ impl Shared {
                     return Err(e);
                 }
                 p.posted = true;
-                let mut wr = *wr;
-                wr.release_segments();
-                std::mem::forget(wr);
+                drop(wr);
             }
             Ok(())
         })

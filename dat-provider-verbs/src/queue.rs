@@ -162,7 +162,7 @@ impl WrQueue {
     #[inline]
     pub fn remove_at(&mut self, i: usize) {
         if let Some(slot) = self.slots.get_mut(i) {
-            vacate(slot);
+            *slot = None;
             self.trim();
         }
     }
@@ -214,7 +214,7 @@ impl WrQueue {
                 && !p.reported
             {
                 f(p);
-                vacate(&mut self.slots[i]);
+                self.slots[i] = None;
             }
         }
         self.trim();
@@ -294,13 +294,6 @@ impl WrQueue {
     }
 }
 
-/// Empties `slot`. The usual record keeps no request ([`Pending::kept`]): its drop is a
-/// compare.
-#[inline(always)]
-fn vacate(slot: &mut Option<Pending>) {
-    *slot = None;
-}
-
 /// The receives posted to one SRQ: slots, a free list, and a serial that makes every `wr_id`
 /// different from the last one that used its slot.
 #[derive(Debug, Default)]
@@ -368,7 +361,7 @@ mod tests {
     }
 
     fn req(cookie: u64, signaled: bool) -> Pending {
-        Pending::of(wr(cookie), signaled, true, false)
+        Pending::of_ref(&wr(cookie), signaled, true)
     }
 
     fn cookies(q: &WrQueue) -> Vec<u64> {
@@ -512,14 +505,24 @@ mod tests {
         use std::sync::Arc;
         let buf = Arc::new(Buffer::from_vec(vec![0; 64]));
         let seg = |off| Segment::of_buffer(&buf, off, 8, 1);
-        let with = |n: usize, signaled, keep: bool| {
+        let request = |n: usize| {
             let mut w = wr(n as u64);
             w.segs = (0..n).map(|i| seg(i * 8)).collect();
-            Pending::of(w, signaled, !keep, keep)
+            w
+        };
+        let with = |n: usize, signaled, keep: bool| {
+            let w = request(n);
+            if keep {
+                Pending::kept(w, signaled)
+            } else {
+                // Given to the device: the record is made where the request lies, which
+                // the core then drops (`EpPost::post_lent`).
+                Pending::of_ref(&w, signaled, true)
+            }
         };
         let mut q = WrQueue::starting_at(0);
         // Given to the device: inline lists (one and two segments) and a spilled one
-        // (three) let their memory go at once, and the record knows the length.
+        // (three) leave nothing held by the record, which knows the length.
         for n in 1..=3 {
             let p = with(n, true, false);
             assert_eq!((p.len, p.kept.is_none()), (8 * n as u32, true));

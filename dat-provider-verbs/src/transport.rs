@@ -645,13 +645,12 @@ fn post_aside(
         if st.flushing {
             let q = if recv { &mut st.recvs } else { &mut st.sends };
             q.reserve_one();
-            q.push_reserved(Pending::of(wr.clone(), true, false, true));
+            q.push_reserved(Pending::kept(wr.clone(), true));
             return Ok(());
         }
     } else if recv {
         st.recvs.reserve_one();
-        st.recvs
-            .push_reserved(Pending::of(wr.clone(), true, false, true));
+        st.recvs.push_reserved(Pending::kept(wr.clone(), true));
         return Ok(());
     }
     drop(st);

@@ -288,7 +288,6 @@ fn submit(inner: &EpInner, wr: WorkRequest, recv: bool, me: usize) -> DatResult<
 fn hand_over(inner: &EpInner, mut wr: WorkRequest) -> DatResult<()> {
     match &inner.post_to {
         Some(to) if inner.lend => {
-            // In place (a `let mut` rebinding copied the request, 21 instructions).
             let r = to.post_lent(&wr);
             wr.release_segments();
             std::mem::forget(wr);
