@@ -2,12 +2,13 @@
 //! synchronously (state, flags, segment count, PZ, every local triplet, RDMA length) before
 //! its work request goes to the transport.
 
+use std::mem::ManuallyDrop;
 use std::sync::atomic::Ordering;
 
 use dat_core::ep::state::{PostGate, post_gate};
 use dat_core::error::{ErrorType, Subtype};
 use dat_core::mem::{MemTable, SegList, Segment, one_segment, post_cache, total_len};
-use dat_core::provider::{PostOp, WorkRequest};
+use dat_core::provider::{EpPost, PostOp, WorkRequest};
 use dat_core::types::{CompletionFlags, Cookie, DtoStatus, LmrTriplet, MemPriv, PzId, RmrTriplet};
 use dat_core::{DatError, DatResult};
 
@@ -171,7 +172,10 @@ impl Ep {
         self.post(PostOp::RdmaRead(remote), iov, cookie, flags, 6)
     }
 
-    // Inlined into each public post so that the operation is a constant there.
+    // Inlined into each public post so that the operation is a constant there. Only the
+    // usual post, one non-empty segment that needs no check beyond its own, is inlined: the
+    // others are a call (`post_other`), so that the usual one's code lies on few pages
+    // (under the Soft-RoCE VM's emulated CPU a jump to another page costs a look-up).
     #[inline(always)]
     fn post(
         &self,
@@ -183,42 +187,60 @@ impl Ep {
     ) -> DatResult<()> {
         let inner = &*self.inner;
         // The usual post (see `ep_cell`): one word says the state, SRQ binding, flags and
-        // segment count need no further check; only the segments are checked then.
+        // segment count need no further check; only the segment is checked then.
+        if let [t] = iov
+            && t.segment_length != 0
+            && let Some((pz, _)) = inner
+                .core
+                .fast(op_index(op))
+                .accepts(flags, 1)
+                .filter(|_| !inner.freed.load(Ordering::Acquire))
+        {
+            // The thread-local post cache (one access per post), and the thread's id (a load).
+            let slots = post_cache::slots();
+            let me = crate::ep_count::thread();
+            if inner.lend
+                && let Some(to) = &inner.post_to
+            {
+                return post_one_lent(inner, &**to, slots, op, t, pz, (cookie, flags), me);
+            }
+            // Its request is built where the transport's call takes it (no list is pushed
+            // to or borrowed on the way, nor does the request pass through another
+            // function's parameter: each made the compiler copy the 128-byte request).
+            let seg = resolve_one(inner, slots, op, t, pz)?;
+            let wr = WorkRequest {
+                op,
+                segs: one_segment(seg),
+                cookie,
+                flags,
+            };
+            return submit(inner, wr, matches!(op, PostOp::Recv), me);
+        }
+        self.post_other(op, iov, cookie, flags, flags_arg)
+    }
+
+    /// Every post but the usual one ([`Ep::post`]'s): several segments or none, or one that
+    /// needs the full checks (a state, flag or SRQ change in progress, or a refusal to find).
+    #[inline(never)]
+    fn post_other(
+        &self,
+        op: PostOp,
+        iov: &[LmrTriplet],
+        cookie: Cookie,
+        flags: CompletionFlags,
+        flags_arg: u16,
+    ) -> DatResult<()> {
+        let inner = &*self.inner;
         if let Some((pz, max_iov)) = inner
             .core
             .fast(op_index(op))
             .accepts(flags, iov.len())
             .filter(|_| !inner.freed.load(Ordering::Acquire))
         {
-            // The thread-local post cache (one access per post), and the thread's id (a load).
             let slots = post_cache::slots();
             let me = crate::ep_count::thread();
-            // The usual post, one non-empty segment: its request is built where the
-            // transport's call takes it (no list is pushed to or borrowed on the way, nor
-            // does the request pass through another function's parameter: each made the
-            // compiler copy the 128-byte request; the match on the post entry below is
-            // checked not to add one).
-            if let [t] = iov
-                && t.segment_length != 0
-            {
-                let seg = resolve_one(inner, slots, op, t, pz)?;
-                let recv = matches!(op, PostOp::Recv);
-                let routes = inner.core.routes();
-                routes.posting(recv, me);
-                let wr = WorkRequest {
-                    op,
-                    segs: one_segment(seg),
-                    cookie,
-                    flags,
-                };
-                let r = hand_over(inner, wr);
-                if r.is_err() {
-                    routes.unpost(recv);
-                }
-                return r;
-            }
-            // Several segments, or none: the list is resolved into the request itself, not
-            // into a list then moved into it (a 128-byte copy).
+            // Several segments, or none (or one empty): the list is resolved into the
+            // request itself, not into a list then moved into it (a 128-byte copy).
             let mut wr = WorkRequest {
                 op,
                 segs: SegList::new(),
@@ -265,6 +287,59 @@ impl Ep {
         }
         submit(inner, wr, recv, crate::ep_count::thread())
     }
+}
+
+/// The usual post to an endpoint entry that borrows its requests (`EpPost::lends`): the
+/// segment found in the thread's post cache lends the entry's memory reference for the call
+/// (`Slots::lookup_lent`), so nothing is taken or given back; one resolved under the lock
+/// owns its reference, given back after the call. The same checks, in the same order, as
+/// [`resolve_one`].
+#[inline(always)]
+#[allow(clippy::too_many_arguments)]
+fn post_one_lent(
+    inner: &EpInner,
+    to: &dyn EpPost,
+    slots: &post_cache::Slots,
+    op: PostOp,
+    t: &LmrTriplet,
+    pz: PzId,
+    (cookie, flags): (Cookie, CompletionFlags),
+    me: usize,
+) -> DatResult<()> {
+    let need = op.local_privilege();
+    // SAFETY: the segment, and the request holding it, are forgotten below, never dropped,
+    // and before this thread posts again (`lookup_lent`'s contract); `post_lent` copies
+    // what it keeps.
+    let (seg, owned) = match unsafe { slots.lookup_lent(&inner.ia.mem_generation, pz, t, need) } {
+        Some(seg) => (seg, false),
+        None => (resolve_locked(inner, pz, t, need)?, true),
+    };
+    let too_long = match op {
+        PostOp::RdmaRead(r) | PostOp::RdmaWrite(r) => seg.len_u64() > u64::from(r.segment_length),
+        _ => false,
+    };
+    let wr = ManuallyDrop::new(WorkRequest {
+        op,
+        segs: one_segment(seg),
+        cookie,
+        flags,
+    });
+    let r = if too_long {
+        Err(DatError::new(ErrorType::LengthError, Subtype::NoSubtype))
+    } else {
+        let recv = matches!(op, PostOp::Recv);
+        let routes = inner.core.routes();
+        routes.posting(recv, me);
+        let r = to.post_lent(&wr);
+        if r.is_err() {
+            routes.unpost(recv);
+        }
+        r
+    };
+    if owned {
+        drop(ManuallyDrop::into_inner(wr));
+    }
+    r
 }
 
 /// Hands `wr` to the transport, counted as outstanding on the endpoint (before: its

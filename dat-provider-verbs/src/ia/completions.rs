@@ -6,12 +6,13 @@
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
+use dat_core::flag_lock::FlagGuard;
 use dat_core::provider::{CmFact, Completion};
 use dat_core::types::{CompletionFlags, DtoStatus, EvdId};
 use rdma_sys as sys;
 
 use super::{CqPoll, CqSlot, LastEp, PollState, Shared, lock, read};
-use crate::ep::{Ep, Phase, SIGNAL_EVERY, WR_BIND, WR_MARK, WR_RECV, WR_SRQ};
+use crate::ep::{Ep, EpSt, Phase, SIGNAL_EVERY, WR_BIND, WR_MARK, WR_RECV, WR_SRQ};
 use crate::verbs::{dto_status, wc_room};
 
 /// One poll of an EVD in this many looks at every CQ of the IA ([`Shared::progress_cq`]).
@@ -186,13 +187,31 @@ impl Shared {
 
     /// Delivers one work completion (the caller holds the CQ's lock, which guards `last`).
     /// Inlined into the poll: its own call would cost a function's entry and exit per
-    /// completion.
+    /// completion. Only the usual completion ([`usual_completion`]) is handled inline; any
+    /// other goes to [`Shared::handle_other_wc`], out of line, so that the poll's code lies
+    /// on few pages (under the Soft-RoCE VM's emulated CPU a jump to another page costs a
+    /// look-up).
     #[inline(always)]
     fn handle_wc(&self, wc: &sys::ibv_wc, last: &mut LastEp) {
         let Some(ep) = self.endpoint_of(wc.qp_num, last) else {
-            tracing::debug!(qpn = wc.qp_num, "completion of a QP that is gone");
+            gone(wc.qp_num);
             return;
         };
+        let mut guard = ep.st.lock();
+        if let Some(c) = usual_completion(&mut guard, wc) {
+            drop(guard);
+            ep.upcalls.completion(c);
+            return;
+        }
+        self.handle_other_wc(ep, guard, wc);
+    }
+
+    /// [`Shared::handle_wc`] for every completion but the usual one, with the endpoint's
+    /// lock (`guard`) held: an error or a flush, the completion of an SRQ receive, a window
+    /// bind or a marker, one that retires unsignalled requests or a suppressed one, one that
+    /// lets a graceful disconnect proceed.
+    #[inline(never)]
+    fn handle_other_wc(&self, ep: &Arc<Ep>, mut guard: FlagGuard<'_, EpSt>, wc: &sys::ibv_wc) {
         let status = dto_status(wc.status);
         // The unsignalled requests this completion retires (at most `SIGNAL_EVERY - 1`, no
         // heap allocation), delivered before `own`, the completion's own request. Most
@@ -208,7 +227,6 @@ impl Shared {
         let mut suppressed = 0u32;
         let mut broken = false;
         let drained = {
-            let mut guard = ep.st.lock();
             // One `&mut`, so that the queues, `binds` and `phase` borrow apart.
             let st = &mut *guard;
             let id = wc.wr_id;
@@ -303,10 +321,12 @@ impl Shared {
             }
             // A graceful disconnect waiting for the send queue to drain proceeds (decided
             // under the same lock: one lock per completion).
-            !broken
+            let drained = !broken
                 && st.graceful_by.is_some()
                 && st.phase == Phase::Connected
-                && !st.sends_outstanding()
+                && !st.sends_outstanding();
+            drop(guard);
+            drained
         };
         if suppressed > 0 {
             ep.upcalls.retired(suppressed);
@@ -386,4 +406,42 @@ impl Shared {
     pub fn flush_now(ep: &Ep, wr: &dat_core::provider::WorkRequest) {
         ep.upcalls.completion(wr.completion(DtoStatus::Flushed, 0));
     }
+}
+
+/// The usual work completion, taken off its queue with the endpoint's lock held (`st`): the
+/// success of the oldest request of its queue (nothing unsignalled before it to retire),
+/// neither suppressed nor already reported, of a send, RDMA or receive of the endpoint's
+/// own (not an SRQ receive, a window bind or a marker), with no graceful disconnect waiting
+/// for the queue to drain. `None` leaves everything as it was, for
+/// [`Shared::handle_other_wc`], which gives such a completion the same result.
+#[inline(always)]
+fn usual_completion(st: &mut EpSt, wc: &sys::ibv_wc) -> Option<Completion> {
+    let id = wc.wr_id;
+    if wc.status != sys::ibv_wc_status::IBV_WC_SUCCESS
+        || id & (WR_SRQ | WR_BIND | WR_MARK) != 0
+        || st.graceful_by.is_some()
+    {
+        return None;
+    }
+    let recv = id & WR_RECV != 0;
+    let q = if recv { &mut st.recvs } else { &mut st.sends };
+    if q.offset(id) != Some(0) {
+        return None;
+    }
+    let i = q.slot_at(id, 0)?;
+    let p = q.get_at(i)?;
+    if p.reported || (!recv && p.flags.contains(CompletionFlags::SUPPRESS)) {
+        return None;
+    }
+    let n = if recv { wc.byte_len } else { p.len };
+    let c = p.completion(DtoStatus::Success, n);
+    q.remove_at(i);
+    Some(c)
+}
+
+/// A completion of a QP whose endpoint is gone (out of the poll's line).
+#[cold]
+#[inline(never)]
+fn gone(qpn: u32) {
+    tracing::debug!(qpn, "completion of a QP that is gone");
 }

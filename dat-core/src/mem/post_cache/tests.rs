@@ -122,6 +122,46 @@ fn segments_take_and_give_back_credits_and_the_memory_outlives_the_lmr() {
     assert_eq!(Arc::strong_count(&buf), 1);
 }
 
+/// [`Slots::lookup_lent`], its segment never dropped.
+fn lent(
+    g: &LmrGeneration,
+    pz: PzId,
+    t: &LmrTriplet,
+    need: MemPriv,
+) -> Option<std::mem::ManuallyDrop<Segment>> {
+    // SAFETY: the segment is returned in a `ManuallyDrop`, which the tests never drop.
+    unsafe { slots().lookup_lent(g, pz, t, need) }.map(std::mem::ManuallyDrop::new)
+}
+
+#[test]
+fn a_lent_segment_takes_no_credit_and_reads_the_memory() {
+    let (pz, need) = (PZ, MemPriv::LOCAL_READ);
+    let buf = Arc::new(Buffer::from_vec((0..32).collect()));
+    let (mem, a) = table_with(11, &buf);
+    let g = Arc::clone(mem.generation());
+    assert!(lent(&g, pz, &triplet(&a, 8), need).is_none(), "not filled");
+    fill(&mem, a.lmr_context);
+    let before = (refs(&a.pin), credits(&a));
+    let t = LmrTriplet {
+        virtual_address: a.start + 4,
+        ..triplet(&a, 8)
+    };
+    let seg = lent(&g, pz, &t, need).expect("filled");
+    assert_eq!((seg.lkey, seg.offset, seg.len), (a.lmr_context, 4, 8));
+    assert_eq!(seg.to_vec(), (4..12).collect::<Vec<u8>>());
+    assert_eq!((refs(&a.pin), credits(&a)), before, "nothing taken");
+    // A copy the transport keeps takes a reference of its own (given back to this thread's
+    // entry, as a credit, when dropped here).
+    let kept = Segment::clone(&seg);
+    assert_eq!((refs(&a.pin), credits(&a)), (before.0 + 1, before.1));
+    drop(kept);
+    assert_eq!((refs(&a.pin), credits(&a)), (before.0 + 1, before.1 + 1));
+    // The region's checks, as `lookup`'s.
+    assert!(lent(&g, PzId(2), &t, need).is_none());
+    assert!(lent(&g, pz, &t, MemPriv::LOCAL_WRITE).is_none());
+    assert!(lent(&g, pz, &triplet(&a, 33), need).is_none());
+}
+
 #[test]
 fn a_thread_gives_back_its_entries_when_it_ends() {
     let mem = Arc::new(std::sync::RwLock::new(MemTable::with_seed(11)));
