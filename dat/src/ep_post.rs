@@ -33,12 +33,19 @@ fn resolve_one(
         Some(seg) => seg,
         None => resolve_locked(inner, pz, t, need)?,
     };
-    if let PostOp::RdmaRead(r) | PostOp::RdmaWrite(r) = op
-        && seg.len_u64() > u64::from(r.segment_length)
-    {
-        return Err(DatError::new(ErrorType::LengthError, Subtype::NoSubtype));
-    }
+    check_remote_length(op, seg.len_u64())?;
     Ok(seg)
+}
+
+/// `DAT_LENGTH_ERROR` when an RDMA's local length `len` exceeds its remote segment.
+#[inline(always)]
+fn check_remote_length(op: PostOp, len: u64) -> DatResult<()> {
+    match op {
+        PostOp::RdmaRead(r) | PostOp::RdmaWrite(r) if len > u64::from(r.segment_length) => {
+            Err(DatError::new(ErrorType::LengthError, Subtype::NoSubtype))
+        }
+        _ => Ok(()),
+    }
 }
 
 /// Resolves the segments of a post of `op` whose other checks passed into `segs` (checked
@@ -67,12 +74,7 @@ fn resolve(
         max_iov,
         segs,
     )?;
-    if let PostOp::RdmaRead(r) | PostOp::RdmaWrite(r) = op
-        && total_len(segs) > u64::from(r.segment_length)
-    {
-        return Err(DatError::new(ErrorType::LengthError, Subtype::NoSubtype));
-    }
-    Ok(())
+    check_remote_length(op, total_len(segs))
 }
 
 /// The segment of one non-empty triplet looked up under the table's lock, remembered for
@@ -202,10 +204,16 @@ impl Ep {
             let me = crate::ep_count::thread();
             if inner.lend
                 && let Some(to) = &inner.post_to
+                // SAFETY: `post_one_lent` forgets the segment, never drops it, and returns
+                // before this thread posts again (`lookup_lent`'s contract).
+                && let Some(seg) = unsafe {
+                    slots.lookup_lent(&inner.ia.mem_generation, pz, t, op.local_privilege())
+                }
             {
-                return post_one_lent(inner, &**to, slots, op, t, pz, (cookie, flags), me);
+                return post_one_lent(inner, &**to, op, seg, (cookie, flags), me);
             }
-            // Its request is built where the transport's call takes it (no list is pushed
+            // A lookup under the lock (a miss), or a transport that keeps the request: the
+            // segment owns its reference. Its request is built where the transport's call takes it (no list is pushed
             // to or borrowed on the way, nor does the request pass through another
             // function's parameter: each made the compiler copy the 128-byte request).
             let seg = resolve_one(inner, slots, op, t, pz)?;
@@ -290,66 +298,51 @@ impl Ep {
     }
 }
 
-/// The usual post to an endpoint entry that borrows its requests (`EpPost::lends`): the
-/// segment found in the thread's post cache lends the entry's memory reference for the call
-/// (`Slots::lookup_lent`), so nothing is taken or given back; one resolved under the lock
-/// owns its reference, given back after the call. The same checks, in the same order, as
-/// [`resolve_one`].
+/// The usual post to an endpoint entry that borrows its requests (`EpPost::lends`), with
+/// `seg` found in the thread's post cache: it lends the entry's memory reference for the
+/// call (`Slots::lookup_lent`), so nothing is taken or given back. The checks after the
+/// lookup are [`resolve_one`]'s.
 #[inline(always)]
-#[allow(clippy::too_many_arguments)]
 fn post_one_lent(
     inner: &EpInner,
     to: &dyn EpPost,
-    slots: &post_cache::Slots,
     op: PostOp,
-    t: &LmrTriplet,
-    pz: PzId,
+    seg: Segment,
     (cookie, flags): (Cookie, CompletionFlags),
     me: usize,
 ) -> DatResult<()> {
-    let need = op.local_privilege();
-    // SAFETY: the segment, and the request holding it, are forgotten below, never dropped,
-    // and before this thread posts again (`lookup_lent`'s contract); `post_lent` copies
-    // what it keeps.
-    let (seg, owned) = match unsafe { slots.lookup_lent(&inner.ia.mem_generation, pz, t, need) } {
-        Some(seg) => (seg, false),
-        None => (resolve_locked(inner, pz, t, need)?, true),
-    };
-    let too_long = match op {
-        PostOp::RdmaRead(r) | PostOp::RdmaWrite(r) => seg.len_u64() > u64::from(r.segment_length),
-        _ => false,
-    };
+    let len = seg.len_u64();
+    // Never dropped: the segment borrows its reference (see the caller).
     let wr = ManuallyDrop::new(WorkRequest {
         op,
         segs: one_segment(seg),
         cookie,
         flags,
     });
-    let r = if too_long {
-        Err(DatError::new(ErrorType::LengthError, Subtype::NoSubtype))
-    } else {
-        let recv = matches!(op, PostOp::Recv);
-        let routes = inner.core.routes();
-        routes.posting(recv, me);
-        let r = to.post_lent(&wr);
-        if r.is_err() {
-            routes.unpost(recv);
-        }
-        r
-    };
-    if owned {
-        drop(ManuallyDrop::into_inner(wr));
-    }
-    r
+    check_remote_length(op, len)?;
+    counted(inner, matches!(op, PostOp::Recv), me, || to.post_lent(&wr))
 }
 
 /// Hands `wr` to the transport, counted as outstanding on the endpoint (before: its
 /// completion may be reported on another thread before the transport's call returns).
 #[inline(always)]
 fn submit(inner: &EpInner, wr: WorkRequest, recv: bool, me: usize) -> DatResult<()> {
+    counted(inner, recv, me, || hand_over(inner, wr))
+}
+
+/// Runs `post`, the transport's call, with the request counted as outstanding on the
+/// endpoint by thread `me` (before the call: its completion may be reported on another
+/// thread before the call returns); a refused request is counted out again.
+#[inline(always)]
+fn counted(
+    inner: &EpInner,
+    recv: bool,
+    me: usize,
+    post: impl FnOnce() -> DatResult<()>,
+) -> DatResult<()> {
     let routes = inner.core.routes();
     routes.posting(recv, me);
-    let r = hand_over(inner, wr);
+    let r = post();
     if r.is_err() {
         routes.unpost(recv);
     }
