@@ -407,8 +407,9 @@ pub struct SrqConfig {
     pub max_recv_iov: u32,
 }
 
-/// An endpoint's own post entry ([`Transport::ep_post`]).
-pub trait EpPost: Send + Sync {
+/// An endpoint's own post entry ([`Transport::ep_post`]). `Any`, so that the facade can call
+/// a built-in provider's entry directly, without the virtual call (`dat`'s `direct` module).
+pub trait EpPost: Send + Sync + std::any::Any {
     /// Posts `wr` on this endpoint, as [`Transport::post`] with its id does: the same checks
     /// and outcomes, also once the endpoint was freed ([`Transport::free_ep`]) or its IA
     /// closed, when `post` would no longer find it.
@@ -438,8 +439,8 @@ pub trait EpPost: Send + Sync {
     }
 }
 
-/// An EVD's own look at its completions ([`Transport::evd_poll`]).
-pub trait EvdPoll: Send + Sync {
+/// An EVD's own look at its completions ([`Transport::evd_poll`]). `Any`, as [`EpPost`].
+pub trait EvdPoll: Send + Sync + std::any::Any {
     /// [`Transport::progress_evd`] of this EVD: the same looks and outcome, without the
     /// transport's lookup of the EVD's queue by its id. Called while the EVD lives (never
     /// after [`Transport::free_evd`]); harmless after the IA closed (nothing is delivered).

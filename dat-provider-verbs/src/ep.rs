@@ -214,14 +214,14 @@ pub struct Ep {
     /// thread), cleared under it by the event thread when it finds none. The event thread's
     /// deadline looks skip an endpoint without one and so never try the lock of a busy
     /// connected endpoint: one that keeps posting (and so holds the lock often) no longer
-    /// makes the event thread look again every [`crate::ia::DEADLINE_RETRY`], a wake-up and
+    /// makes the event thread look again every `crate::ia::DEADLINE_RETRY`, a wake-up and
     /// two context switches on the poster's CPU each time.
     pub timed: AtomicBool,
 }
 
 impl Ep {
     /// A new, unconnected endpoint whose queues number their requests from `base` on (each
-    /// endpoint of an IA gets a different one: see [`crate::queue`]).
+    /// endpoint of an IA gets a different one: see `crate::queue`).
     pub fn new(id: EpId, cfg: EpConfig, upcalls: Arc<dyn EpUpcalls>, base: u64) -> Ep {
         Ep {
             id,
@@ -442,10 +442,10 @@ pub fn post_send(
 ) -> io::Result<()> {
     use sys::ibv_wr_opcode as op;
     // The opcode and remote segment chosen by compares, not per arm of a `match` on the
-    // operation, which compiled to a jump table (an indirect jump per post, about 15 ns
-    // under the Soft-RoCE VM's emulation). Compares by `==`: written with `matches!`, the
-    // compiler merged them back into that jump table.
-    if wr.op == PostOp::Recv {
+    // operation. The facade calls this inlined into each of its posts (`dat`'s `direct`),
+    // where the operation is a constant and all of this folds away; an `==` (`PartialEq`)
+    // there was a call the compiler did not inline, which kept the request in memory.
+    if matches!(wr.op, PostOp::Recv) {
         return Err(io::Error::from_raw_os_error(libc::EINVAL));
     }
     let read = matches!(wr.op, PostOp::RdmaRead(_));
@@ -453,7 +453,7 @@ pub fn post_send(
         PostOp::RdmaWrite(t) | PostOp::RdmaRead(t) => t,
         _ => RmrTriplet::default(),
     };
-    let opcode = if wr.op == PostOp::Send {
+    let opcode = if matches!(wr.op, PostOp::Send) {
         op::IBV_WR_SEND
     } else if read {
         op::IBV_WR_RDMA_READ
@@ -463,25 +463,30 @@ pub fn post_send(
     let inline_ok = !read;
     // Sends and RDMA writes up to `max_inline` bytes go inline.
     let inline_max = if inline_ok { u64::from(max_inline) } else { 0 };
-    with_sges(wr, inline_max, |list, n, _, inline| {
-        let s = &mut swr.0;
-        s.wr_id = wr_id;
-        s.sg_list = list;
-        s.num_sge = n;
-        s.opcode = opcode;
-        s.send_flags = send_flags(wr.flags, signal, inline);
-        s.wr.rdma = sys::rdma_t {
-            remote_addr: remote.virtual_address,
-            rkey: remote.rmr_context,
-        };
-        let mut bad: *mut sys::ibv_send_wr = std::ptr::null_mut();
-        // SAFETY: the QP is live (its owner's lock is held); the work request and its gather
-        // list are valid for the call (the list is `with_sges`'s, for the call); the memory
-        // named is registered, and the device reaches it through the MR the request names,
-        // which keeps it (inline data is copied during the call).
-        let rc = unsafe { sys::ibv_post_send(qp, s, &mut bad) };
-        crate::device::errno_result(rc)
-    })
+    with_sges(
+        wr,
+        inline_max,
+        #[inline(always)]
+        |list, n, _, inline| {
+            let s = &mut swr.0;
+            s.wr_id = wr_id;
+            s.sg_list = list;
+            s.num_sge = n;
+            s.opcode = opcode;
+            s.send_flags = send_flags(wr.flags, signal, inline);
+            s.wr.rdma = sys::rdma_t {
+                remote_addr: remote.virtual_address,
+                rkey: remote.rmr_context,
+            };
+            let mut bad: *mut sys::ibv_send_wr = std::ptr::null_mut();
+            // SAFETY: the QP is live (its owner's lock is held); the work request and its gather
+            // list are valid for the call (the list is `with_sges`'s, for the call); the memory
+            // named is registered, and the device reaches it through the MR the request names,
+            // which keeps it (inline data is copied during the call).
+            let rc = unsafe { sys::ibv_post_send(qp, s, &mut bad) };
+            crate::device::errno_result(rc)
+        },
+    )
 }
 
 /// Posts a signalled zero-length RDMA write (`wr_id` with [`WR_MARK`]): its completion retires

@@ -41,7 +41,7 @@ mod device_events;
 mod events;
 mod wait;
 
-pub(crate) use completions::EvdPoller;
+pub use completions::EvdPoller;
 pub(crate) use wait::drain_eventfd;
 
 pub(crate) use device_events::{attach, unwatch};

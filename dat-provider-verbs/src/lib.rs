@@ -39,6 +39,15 @@ mod verbs;
 
 pub use params::VerbsParams;
 
+/// The types behind this provider's per-call entries, [`dat_core::provider::EpPost`] (an
+/// endpoint) and [`dat_core::provider::EvdPoll`] (an EVD's poller): the facade downcasts
+/// the entries it is given to these and calls them directly, with no virtual call and
+/// inlined into its post and dequeue. Nothing else of them is public.
+pub mod direct {
+    pub use crate::ep::Ep;
+    pub use crate::ia::EvdPoller;
+}
+
 /// The verbs provider: `provider = "verbs"` in the registry. See [`params`] for its `params`.
 #[derive(Debug, Default)]
 pub struct VerbsProvider {

@@ -591,6 +591,8 @@ impl EpPost for Ep {
         true
     }
 
+    // Inlined where the facade calls it directly (`crate::direct`).
+    #[inline(always)]
     fn post_lent(&self, wr: &WorkRequest) -> DatResult<()> {
         post_on(self, wr)
     }

@@ -8,13 +8,12 @@ use dat_core::ep::attr::{EpLimits, default_attr, validate_attr};
 use dat_core::ep::state::{Actions, EpState, Input, Outcome, transition};
 use dat_core::error::{ErrorType, Subtype};
 use dat_core::evd::{Event, EventData, Signal};
-use dat_core::provider::{CmFact, Completion, EpConfig, EpPost, EpUpcalls};
+use dat_core::provider::{CmFact, Completion, EpConfig, EpUpcalls};
 use dat_core::types::{
     CloseFlags, ConnQual, CrId, EpAttr, EpId, EvdFlags, IaAddress, Qos, Timeout,
 };
 use dat_core::{DatError, DatResult};
 
-use crate::dyn_arc::DynArc;
 use crate::ep_cell::{CoreGuard, EpCell};
 use crate::ep_route::Routes;
 use crate::evd::Evd;
@@ -131,7 +130,7 @@ pub(crate) struct EpInner {
     pub(crate) freed: AtomicBool,
     /// The transport's own post entry of this endpoint (`Transport::ep_post`), if it has
     /// one: a post through it skips the transport's lookup of the endpoint by id.
-    pub(crate) post_to: Option<DynArc<dyn EpPost>>,
+    pub(crate) post_to: Option<crate::direct::PostTo>,
     /// `post_to` takes requests lent for the call (`EpPost::lends`): a post then drops its
     /// request itself, with this thread's post cache at hand.
     pub(crate) lend: bool,
@@ -478,7 +477,7 @@ impl Ep {
                 }),
             );
             let post_to = match made {
-                Ok(()) => ia.transport.ep_post(id).map(DynArc::new),
+                Ok(()) => ia.transport.ep_post(id).map(crate::direct::PostTo::new),
                 Err(_) => None,
             };
             EpInner {

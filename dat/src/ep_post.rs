@@ -8,10 +8,11 @@ use std::sync::atomic::Ordering;
 use dat_core::ep::state::{PostGate, post_gate};
 use dat_core::error::{ErrorType, Subtype};
 use dat_core::mem::{MemTable, SegList, Segment, one_segment, post_cache, total_len};
-use dat_core::provider::{EpPost, PostOp, WorkRequest};
+use dat_core::provider::{PostOp, WorkRequest};
 use dat_core::types::{CompletionFlags, Cookie, DtoStatus, LmrTriplet, MemPriv, PzId, RmrTriplet};
 use dat_core::{DatError, DatResult};
 
+use crate::direct::PostTo;
 use crate::ep::{Ep, EpInner};
 use crate::ep_cell::op_index;
 
@@ -210,7 +211,7 @@ impl Ep {
                     slots.lookup_lent(&inner.ia.mem_generation, pz, t, op.local_privilege())
                 }
             {
-                return post_one_lent(inner, &**to, op, seg, (cookie, flags), me);
+                return post_one_lent(inner, to, op, seg, (cookie, flags), me);
             }
             // A lookup under the lock (a miss), or a transport that keeps the request: the
             // segment owns its reference. Its request is built where the transport's call takes it (no list is pushed
@@ -305,7 +306,7 @@ impl Ep {
 #[inline(always)]
 fn post_one_lent(
     inner: &EpInner,
-    to: &dyn EpPost,
+    to: &PostTo,
     op: PostOp,
     seg: Segment,
     (cookie, flags): (Cookie, CompletionFlags),
@@ -320,14 +321,26 @@ fn post_one_lent(
         flags,
     });
     check_remote_length(op, len)?;
-    counted(inner, matches!(op, PostOp::Recv), me, || to.post_lent(&wr))
+    counted(
+        inner,
+        matches!(op, PostOp::Recv),
+        me,
+        #[inline(always)]
+        || to.post_lent(&wr),
+    )
 }
 
 /// Hands `wr` to the transport, counted as outstanding on the endpoint (before: its
 /// completion may be reported on another thread before the transport's call returns).
 #[inline(always)]
 fn submit(inner: &EpInner, wr: WorkRequest, recv: bool, me: usize) -> DatResult<()> {
-    counted(inner, recv, me, || hand_over(inner, wr))
+    counted(
+        inner,
+        recv,
+        me,
+        #[inline(always)]
+        || hand_over(inner, wr),
+    )
 }
 
 /// Runs `post`, the transport's call, with the request counted as outstanding on the

@@ -16,7 +16,7 @@ use dat_core::error::Subtype;
 use dat_core::evd::{
     AsyncHandle, DtoCompletion, EvdParam, EvdQueue, Event, Push, Signal, WaitStatus,
 };
-use dat_core::provider::{EvdPoll, Transport};
+use dat_core::provider::Transport;
 use dat_core::types::{EvdFlags, EvdId, EventNumber, Timeout};
 use dat_core::{DatError, DatResult};
 
@@ -41,7 +41,7 @@ pub(crate) struct EvdInner {
     transport: DynArc<dyn Transport>,
     /// The transport's own look at this EVD's completions ([`Transport::evd_poll`]), else
     /// `None` and [`Transport::progress_evd`].
-    poll: Option<DynArc<dyn EvdPoll>>,
+    poll: Option<crate::direct::PollOf>,
     state: Mutex<EvdState>,
     cond: Condvar,
     /// False only while a dequeue would find nothing (queue empty, no waiter, not dead), so
@@ -115,14 +115,21 @@ impl EvdInner {
     /// handed to this call, if any.
     #[inline(always)]
     fn poll_handed(&self) -> (bool, Option<DtoCompletion>) {
-        self.handoff.poll(|| self.progress_own())
+        self.handoff.poll(
+            #[inline(always)]
+            || self.progress_own(),
+        )
     }
 
     /// [`EvdInner::poll_handed`] that shows the completion handed off to `take` where it
     /// lies (`Handoff::poll_with`).
     #[inline(always)]
     fn poll_handed_with<R>(&self, take: impl FnOnce(&DtoCompletion) -> R) -> (bool, Option<R>) {
-        self.handoff.poll_with(|| self.progress_own(), take)
+        self.handoff.poll_with(
+            #[inline(always)]
+            || self.progress_own(),
+            take,
+        )
     }
 
     /// The transport's look at this EVD's completions: its own entry, else `progress_evd`.
@@ -242,7 +249,7 @@ impl Evd {
     pub(crate) fn from_queue(
         ia: Weak<IaInner>,
         transport: DynArc<dyn Transport>,
-        poll: Option<DynArc<dyn EvdPoll>>,
+        poll: Option<crate::direct::PollOf>,
         id: u32,
         q: EvdQueue,
         is_async: bool,
@@ -287,7 +294,10 @@ impl Evd {
         })?;
         let id = ia.next_id();
         ia.transport.create_evd(EvdId(id), flags, q.qlen())?;
-        let poll = ia.transport.evd_poll(EvdId(id)).map(DynArc::new);
+        let poll = ia
+            .transport
+            .evd_poll(EvdId(id))
+            .map(crate::direct::PollOf::new);
         let evd = Evd::from_queue(Arc::downgrade(ia), ia.transport.clone(), poll, id, q, false);
         if let Some(c) = cno {
             evd.attach_cno(Some(c.clone()));

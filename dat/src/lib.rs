@@ -19,6 +19,7 @@
 
 mod cm;
 mod cno;
+mod direct;
 mod dyn_arc;
 mod ep;
 mod ep_cell;

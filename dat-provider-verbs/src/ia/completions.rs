@@ -28,19 +28,22 @@ pub const OTHERS_EVERY: u32 = 128;
 /// A DTO EVD's own look at its CQ (`Transport::evd_poll`): the CQ held, so that a dequeue
 /// looks nothing up (the EVD-to-CQ map's read lock and hash probe, or before session 14 a
 /// cache entry's lock: two atomic operations and about 40 instructions per dequeue). Freeing
-/// the EVD takes the CQ out of its reach ([`CqSlot::release`]), so the device's CQ goes at
+/// the EVD takes the CQ out of its reach (`CqSlot::release`), so the device's CQ goes at
 /// `dat_evd_free` although the facade drops the poller only with the EVD's last handle.
-pub(crate) struct EvdPoller {
+pub struct EvdPoller {
     pub(crate) shared: Arc<Shared>,
     /// The CQ's poll side only (see [`CqPoll`]).
     pub(crate) poll: Arc<CqPoll>,
 }
 
 impl dat_core::provider::EvdPoll for EvdPoller {
+    // Inlined where the facade calls it directly (`crate::direct`).
+    #[inline(always)]
     fn progress(&self) -> bool {
         self.shared.progress_cq(&self.poll)
     }
 
+    #[inline(always)]
     fn active(&self) {
         self.shared.note_poll();
     }
