@@ -15,6 +15,7 @@ pub mod types;
 
 pub use error::{DatError, DatResult, ErrorType, Subtype};
 
+pub mod by_thread;
 pub mod cno;
 pub mod config;
 pub mod defaults;

@@ -19,6 +19,7 @@
 use std::cell::{Cell, UnsafeCell};
 use std::sync::atomic::{AtomicUsize, Ordering};
 
+use dat_core::by_thread::ByThread;
 use dat_core::evd::DtoCompletion;
 
 /// An identity of the calling thread, distinct between threads alive at the same time (a
@@ -30,17 +31,7 @@ use dat_core::evd::DtoCompletion;
 pub(crate) fn thread_id() -> usize {
     #[cfg(all(target_arch = "x86_64", target_os = "linux"))]
     {
-        let tp: usize;
-        // SAFETY: on x86-64 Linux `%fs` is the thread pointer and `%fs:0` holds its own
-        // address (the TLS ABI); the load has no side effects and touches no Rust memory.
-        unsafe {
-            std::arch::asm!(
-                "mov {}, qword ptr fs:[0]",
-                out(reg) tp,
-                options(nostack, preserves_flags, pure, readonly)
-            );
-        }
-        tp
+        dat_core::by_thread::thread_id()
     }
     #[cfg(not(all(target_arch = "x86_64", target_os = "linux")))]
     {
@@ -171,14 +162,48 @@ thread_local! {
             pace: Cell::new(crate::pace::Fast::NEW),
         }
     };
+    // Gives the thread's cell of `BY_THREAD` back when the thread ends, before `SLOTS` goes.
+    static RELEASE: Release = const { Release };
+}
+
+/// Each thread's `SLOTS` by its thread pointer (`dat_core::by_thread`: no thread-local
+/// access, which in a shared library is a call): claimed while `RELEASE` is live, released
+/// by its drop.
+static BY_THREAD: ByThread<Slots> = ByThread::new();
+
+/// Releases this thread's cell of [`BY_THREAD`] (a thread-local's destructor).
+struct Release;
+
+impl Drop for Release {
+    fn drop(&mut self) {
+        BY_THREAD.release();
+    }
 }
 
 /// The pacer's counts of this thread's polls (see [`Slots::pace`]).
 #[inline(always)]
 pub(crate) fn pace_fast() -> &'static Cell<crate::pace::Fast> {
+    match BY_THREAD.get() {
+        // SAFETY: the cell holds this thread's `SLOTS` (see `BY_THREAD`), which outlive the
+        // claim (released before the thread's thread-locals go); `Slots` is made of `Cell`s
+        // (not `Sync`), so the reference stays on this thread.
+        Some(p) => unsafe { &(*p).pace },
+        None => pace_local(),
+    }
+}
+
+/// [`pace_fast`] through the thread-local (the thread's first poll, or a thread whose cell
+/// another holds; out of the poll's line), which claims the thread's cell if it is free.
+#[inline(never)]
+fn pace_local() -> &'static Cell<crate::pace::Fast> {
     // SAFETY: `SLOTS` is initialised by a constant and has no destructor; `Slots` is made of
     // `Cell`s (not `Sync`), so the reference stays on this thread.
-    &unsafe { crate::sync::thread_ref(&SLOTS) }.pace
+    let s = unsafe { crate::sync::thread_ref(&SLOTS) };
+    // Not once `RELEASE` was dropped (a poll from another thread-local's destructor).
+    if BY_THREAD.is_free() && RELEASE.try_with(|_| ()).is_ok() {
+        BY_THREAD.claim(s);
+    }
+    &s.pace
 }
 
 #[cfg(test)]

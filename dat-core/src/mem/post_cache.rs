@@ -28,6 +28,7 @@ use super::generation::LmrGeneration;
 use super::pin::{self, Pinned, SegBuf};
 use super::segment::Segment;
 use super::table::{MemTable, Region};
+use crate::by_thread::ByThread;
 use crate::types::{LmrTriplet, MemPriv, PzId};
 
 /// Entries per thread, chosen by the low bits of the key (the slot of the table's direct
@@ -82,14 +83,33 @@ thread_local! {
     static OWNER: Owner = const { Owner };
 }
 
+/// Each thread's `Slots` by its thread pointer (`crate::by_thread`: no thread-local access,
+/// which in a shared library is a call): claimed where `CACHE` is set while `Owner` is live,
+/// released by `Owner::drop` before it frees them.
+static BY_THREAD: ByThread<Slots> = ByThread::new();
+
 /// This thread's slots, for a post ([`Slots::lookup`]). The reference cannot leave the
 /// thread (`Slots` is not `Sync`).
 #[inline(always)]
 pub fn slots() -> &'static Slots {
+    match BY_THREAD.get() {
+        // SAFETY: the cell holds this thread's `Slots` (see `BY_THREAD`), which live until
+        // `Owner::drop` released the cell; `Slots` is made of `Cell`s (not `Sync`), so the
+        // reference cannot be sent to or shared with another thread.
+        Some(p) => unsafe { &*p },
+        None => slots_local(),
+    }
+}
+
+/// [`slots`] through the thread-local: a thread whose cell another thread holds, or one
+/// with no slots yet (out of the post's line).
+#[inline(never)]
+fn slots_local() -> &'static Slots {
     let p = CACHE.with(Cell::get);
     if p.is_null() {
         return new_slots();
     }
+    claim(p);
     // SAFETY: a non-null `CACHE` points to this thread's `Slots` (from `Box::into_raw` in
     // `new_slots`), freed only by `Owner::drop`, which nulls `CACHE` first; `Slots` is made
     // of `Cell`s (not `Sync`), so the reference cannot be sent to or shared with another
@@ -97,12 +117,24 @@ pub fn slots() -> &'static Slots {
     unsafe { &*p }
 }
 
+/// Puts this thread's slots `p` in its cell of `BY_THREAD` if that is free and `Owner`, which
+/// releases it, is live (not after its drop: a post from another thread-local's destructor).
+fn claim(p: *const Slots) {
+    if BY_THREAD.is_free() && OWNER.try_with(|_| ()).is_ok() {
+        BY_THREAD.claim(p);
+    }
+}
+
 /// This thread's slots if it has any (no allocation): for a segment's drop, which only
 /// gives a credit back to an entry that holds its memory.
 #[inline(always)]
 fn try_slots() -> Option<&'static Slots> {
+    if let Some(p) = BY_THREAD.get() {
+        // SAFETY: as in `slots`.
+        return Some(unsafe { &*p });
+    }
     let p = CACHE.with(Cell::get);
-    // SAFETY: as in `slots`.
+    // SAFETY: as in `slots_local`.
     (!p.is_null()).then(|| unsafe { &*p })
 }
 
@@ -117,8 +149,10 @@ fn new_slots() -> &'static Slots {
     let p = Box::into_raw(b);
     CACHE.with(|c| c.set(p));
     // Registers the destructor that frees them (after it ran, this thread's destructors
-    // are running: the slots are then left to the end of the process).
+    // are running: the slots are then left to the end of the process), then takes the
+    // thread's cell.
     let _ = OWNER.try_with(|_| ());
+    claim(p);
     // SAFETY: just allocated and stored; freed only by `Owner::drop` (see `slots`).
     unsafe { &*p }
 }
@@ -163,6 +197,8 @@ struct Owner;
 
 impl Drop for Owner {
     fn drop(&mut self) {
+        // The cell first: no look finds the slots once they are freed.
+        BY_THREAD.release();
         let _ = CACHE.try_with(|c| {
             let p = c.replace(std::ptr::null());
             if p.is_null() {

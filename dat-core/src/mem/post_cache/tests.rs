@@ -189,3 +189,29 @@ fn a_thread_gives_back_its_entries_when_it_ends() {
     drop(seg);
     assert_eq!(refs(&a.pin), 1);
 }
+
+/// A thread's slots are reached by its thread pointer once it made them, the same slots its
+/// thread-local names, and its cell is free again when it ended.
+#[cfg(all(target_arch = "x86_64", target_os = "linux"))]
+#[test]
+fn a_thread_finds_its_slots_by_its_thread_pointer_until_it_ends() {
+    let id = std::thread::spawn(|| {
+        let me = crate::by_thread::thread_id();
+        assert!(!BY_THREAD.holds(me));
+        let first: *const Slots = slots();
+        assert_eq!(CACHE.with(Cell::get), first);
+        // The cell is ours, unless another live thread (of the other tests) holds it.
+        let held = BY_THREAD.holds(me);
+        assert!(held || !BY_THREAD.is_free());
+        if held {
+            assert_eq!(BY_THREAD.get(), Some(first));
+        }
+        assert!(std::ptr::eq(slots(), first));
+        (me, held)
+    })
+    .join()
+    .unwrap();
+    if id.1 {
+        assert!(!BY_THREAD.holds(id.0), "released when the thread ended");
+    }
+}
