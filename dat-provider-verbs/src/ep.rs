@@ -30,6 +30,7 @@ use rdma_sys as sys;
 
 use crate::cm::CmId;
 use crate::queue::WrQueue;
+use crate::req::Req;
 use crate::verbs::{SEND_SIGNALED, send_flags};
 
 /// Bit 63 of a `wr_id`: a receive posted to a shared receive queue.
@@ -124,12 +125,12 @@ impl Pending {
     /// The record of `wr`, read where it lies (the post's path, where the request is lent:
     /// `dat_core::provider::EpPost::post_lent`).
     #[inline(always)]
-    pub fn of_ref(wr: &WorkRequest, signaled: bool, posted: bool) -> Pending {
+    pub fn of_ref(wr: &impl Req, signaled: bool, posted: bool) -> Pending {
         Pending {
-            cookie: wr.cookie,
+            cookie: wr.cookie(),
             len: u32::try_from(wr.len()).unwrap_or(u32::MAX),
-            op: wr.op.dto_op(),
-            flags: wr.flags,
+            op: wr.op().dto_op(),
+            flags: wr.flags(),
             signaled,
             posted,
             reported: false,
@@ -353,20 +354,20 @@ fn sge(s: &dat_core::mem::Segment, inline: bool) -> sys::ibv_sge {
 /// collection.
 #[inline(always)]
 fn with_sges<R>(
-    wr: &WorkRequest,
+    wr: &impl Req,
     inline_max: u64,
     f: impl FnOnce(*mut sys::ibv_sge, i32, u64, bool) -> R,
 ) -> R {
-    if let [s] = wr.segs.as_slice() {
+    if let [s] = wr.segs() {
         let len = s.len_u64();
         let inline = len > 0 && len <= inline_max;
         let mut one = sge(s, inline);
         return f(&mut one, i32::from(s.len > 0), len, inline);
     }
-    let len = dat_core::mem::total_len(&wr.segs);
+    let len = wr.len();
     let inline = len > 0 && len <= inline_max;
     let mut list: smallvec::SmallVec<[sys::ibv_sge; 4]> = wr
-        .segs
+        .segs()
         .iter()
         .filter(|s| s.len > 0)
         .map(|s| sge(s, inline))
@@ -383,7 +384,7 @@ pub fn post_recv(
     qp: *mut sys::ibv_qp,
     srq: Option<*mut sys::ibv_srq>,
     wr_id: u64,
-    wr: &WorkRequest,
+    wr: &impl Req,
 ) -> io::Result<()> {
     with_sges(wr, 0, |list, n, _, _| {
         // SAFETY: plain data; all-zero is valid.
@@ -437,7 +438,7 @@ pub fn post_send(
     qp: *mut sys::ibv_qp,
     swr: &mut SendWr,
     wr_id: u64,
-    wr: &WorkRequest,
+    wr: &impl Req,
     (max_inline, signal): (u32, bool),
 ) -> io::Result<()> {
     use sys::ibv_wr_opcode as op;
@@ -445,15 +446,16 @@ pub fn post_send(
     // operation. The facade calls this inlined into each of its posts (`dat`'s `direct`),
     // where the operation is a constant and all of this folds away; an `==` (`PartialEq`)
     // there was a call the compiler did not inline, which kept the request in memory.
-    if matches!(wr.op, PostOp::Recv) {
+    let op_ = wr.op();
+    if matches!(op_, PostOp::Recv) {
         return Err(io::Error::from_raw_os_error(libc::EINVAL));
     }
-    let read = matches!(wr.op, PostOp::RdmaRead(_));
-    let remote = match wr.op {
+    let read = matches!(op_, PostOp::RdmaRead(_));
+    let remote = match op_ {
         PostOp::RdmaWrite(t) | PostOp::RdmaRead(t) => t,
         _ => RmrTriplet::default(),
     };
-    let opcode = if matches!(wr.op, PostOp::Send) {
+    let opcode = if matches!(op_, PostOp::Send) {
         op::IBV_WR_SEND
     } else if read {
         op::IBV_WR_RDMA_READ
@@ -473,7 +475,7 @@ pub fn post_send(
             s.sg_list = list;
             s.num_sge = n;
             s.opcode = opcode;
-            s.send_flags = send_flags(wr.flags, signal, inline);
+            s.send_flags = send_flags(wr.flags(), signal, inline);
             s.wr.rdma = sys::rdma_t {
                 remote_addr: remote.virtual_address,
                 rkey: remote.rmr_context,

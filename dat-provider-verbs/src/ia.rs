@@ -524,7 +524,7 @@ impl Shared {
                 && let Some(wr) = p.kept.take()
             {
                 // The device has it once the post succeeds (see `ep::Pending`).
-                if let Err(e) = post_recv(qp, None, seq | WR_RECV, &wr) {
+                if let Err(e) = post_recv(qp, None, seq | WR_RECV, &*wr) {
                     p.kept = Some(wr);
                     return Err(e);
                 }

@@ -34,6 +34,7 @@ mod ep;
 mod ia;
 pub mod params;
 mod queue;
+mod req;
 mod transport;
 mod verbs;
 

@@ -33,6 +33,7 @@ use crate::ia::{
 use crate::not_found;
 use crate::params::{Locator, VerbsParams};
 use crate::queue::SrqSlab;
+use crate::req::{OneSeg, Req};
 use crate::verbs::{
     ACCESS_MW_BIND, Mr, Mw, Srq, access_flags, may_skip_signal, page_size, window_access,
 };
@@ -582,6 +583,33 @@ impl Drop for VerbsIa {
 /// MR it names keeps its memory reachable (see `ep::Pending`), so only a request the
 /// provider keeps for later (a receive waiting for its QP, a post joining a terminal fact's
 /// flushes) is copied.
+impl Ep {
+    /// The usual post, one segment, lent for the call: [`EpPost::post_lent`] of the request
+    /// of these parts, read where they lie (`crate::req`). For the facade's direct call
+    /// (`crate::direct`).
+    ///
+    /// # Errors
+    /// As [`EpPost::post_lent`].
+    #[inline(always)]
+    pub fn post_lent_one(
+        &self,
+        op: PostOp,
+        seg: &dat_core::mem::Segment,
+        cookie: dat_core::types::Cookie,
+        flags: dat_core::types::CompletionFlags,
+    ) -> DatResult<()> {
+        post_on(
+            self,
+            &OneSeg {
+                op,
+                seg,
+                cookie,
+                flags,
+            },
+        )
+    }
+}
+
 impl EpPost for Ep {
     fn post(&self, wr: WorkRequest) -> DatResult<()> {
         post_on(self, &wr)
@@ -601,7 +629,7 @@ impl EpPost for Ep {
 /// Posts `wr` on `ep`: to its QP when it has one and no terminal fact was reported, else
 /// aside ([`post_aside`], which keeps a copy).
 #[inline(always)]
-fn post_on(ep: &Ep, wr: &WorkRequest) -> DatResult<()> {
+fn post_on(ep: &Ep, wr: &impl Req) -> DatResult<()> {
     let mut st = ep.st.lock();
     let qp = st.cm.as_ref().map_or(std::ptr::null_mut(), CmId::qp);
     if qp.is_null() || st.phase == Phase::Done || st.freed {
@@ -609,7 +637,7 @@ fn post_on(ep: &Ep, wr: &WorkRequest) -> DatResult<()> {
     }
     // The record is pushed after the post but under the lock the completion's handler
     // takes, so it waits for this push.
-    if matches!(wr.op, PostOp::Recv) {
+    if matches!(wr.op(), PostOp::Recv) {
         st.recvs.reserve_one();
         post_recv(qp, None, st.recvs.next_seq() | WR_RECV, wr).map_err(post_failed)?;
         st.recvs.push_reserved(Pending::of_ref(wr, true, true));
@@ -617,7 +645,7 @@ fn post_on(ep: &Ep, wr: &WorkRequest) -> DatResult<()> {
     }
     st.sends.reserve_one();
     let mut sig = st.sig;
-    let signaled = sig.next(may_skip_signal(wr.flags, wr.op));
+    let signaled = sig.next(may_skip_signal(wr.flags(), wr.op()));
     let seq = st.sends.next_seq();
     let max_inline = st.max_inline;
     post_send(qp, &mut st.swr, seq, wr, (max_inline, signaled)).map_err(post_failed)?;
@@ -636,27 +664,28 @@ fn post_aside(
     ep: &Ep,
     mut st: FlagGuard<'_, EpSt>,
     qp: *mut rdma_sys::ibv_qp,
-    wr: &WorkRequest,
+    wr: &impl Req,
 ) -> DatResult<()> {
     if st.freed {
         return Err(DatError::invalid_state(Subtype::NoSubtype));
     }
+    let wr = wr.to_request();
     let recv = matches!(wr.op, PostOp::Recv);
     if !qp.is_null() {
         // The terminal fact is reported (or being reported): the QP is in error.
         if st.flushing {
             let q = if recv { &mut st.recvs } else { &mut st.sends };
             q.reserve_one();
-            q.push_reserved(Pending::kept(wr.clone(), true));
+            q.push_reserved(Pending::kept(wr, true));
             return Ok(());
         }
     } else if recv {
         st.recvs.reserve_one();
-        st.recvs.push_reserved(Pending::kept(wr.clone(), true));
+        st.recvs.push_reserved(Pending::kept(wr, true));
         return Ok(());
     }
     drop(st);
-    Shared::flush_now(ep, wr);
+    Shared::flush_now(ep, &wr);
     Ok(())
 }
 

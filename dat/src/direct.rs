@@ -13,7 +13,9 @@
 use std::sync::Arc;
 
 use dat_core::DatResult;
-use dat_core::provider::{EpPost, EvdPoll, WorkRequest};
+use dat_core::mem::{Segment, one_segment};
+use dat_core::provider::{EpPost, EvdPoll, PostOp, WorkRequest};
+use dat_core::types::{CompletionFlags, Cookie};
 
 use crate::dyn_arc::DynArc;
 
@@ -58,6 +60,31 @@ impl PostTo {
             #[cfg(feature = "verbs")]
             PostTo::Verbs(ep) => ep.post(wr),
             PostTo::Dyn(to) => to.post(wr),
+        }
+    }
+
+    /// [`EpPost::post_lent`] of the one-segment request of these parts, `seg` lent for the
+    /// call: verbs reads them where they lie; another provider gets a request holding a
+    /// copy of the segment (its own memory reference; no provider but verbs lends today).
+    ///
+    /// # Errors
+    /// As [`dat_core::provider::Transport::post`].
+    #[inline(always)]
+    pub(crate) fn post_lent_one(
+        &self,
+        op: PostOp,
+        seg: &Segment,
+        (cookie, flags): (Cookie, CompletionFlags),
+    ) -> DatResult<()> {
+        match self {
+            #[cfg(feature = "verbs")]
+            PostTo::Verbs(ep) => ep.post_lent_one(op, seg, cookie, flags),
+            PostTo::Dyn(to) => to.post_lent(&WorkRequest {
+                op,
+                segs: one_segment(seg.clone()),
+                cookie,
+                flags,
+            }),
         }
     }
 
@@ -121,8 +148,6 @@ impl PollOf {
 #[cfg(test)]
 mod tests {
     use std::sync::atomic::{AtomicUsize, Ordering};
-
-    use dat_core::types::{CompletionFlags, Cookie};
 
     use super::*;
 

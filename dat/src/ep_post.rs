@@ -302,7 +302,8 @@ impl Ep {
 /// The usual post to an endpoint entry that borrows its requests (`EpPost::lends`), with
 /// `seg` found in the thread's post cache: it lends the entry's memory reference for the
 /// call (`Slots::lookup_lent`), so nothing is taken or given back. The checks after the
-/// lookup are [`resolve_one`]'s.
+/// lookup are [`resolve_one`]'s. The request is passed as its parts
+/// (`PostTo::post_lent_one`), not built.
 #[inline(always)]
 fn post_one_lent(
     inner: &EpInner,
@@ -312,21 +313,15 @@ fn post_one_lent(
     (cookie, flags): (Cookie, CompletionFlags),
     me: usize,
 ) -> DatResult<()> {
-    let len = seg.len_u64();
     // Never dropped: the segment borrows its reference (see the caller).
-    let wr = ManuallyDrop::new(WorkRequest {
-        op,
-        segs: one_segment(seg),
-        cookie,
-        flags,
-    });
-    check_remote_length(op, len)?;
+    let seg = ManuallyDrop::new(seg);
+    check_remote_length(op, seg.len_u64())?;
     counted(
         inner,
         matches!(op, PostOp::Recv),
         me,
         #[inline(always)]
-        || to.post_lent(&wr),
+        || to.post_lent_one(op, &seg, (cookie, flags)),
     )
 }
 
