@@ -427,9 +427,10 @@ unsafe impl Send for SendWr {}
 /// Posts a send, RDMA write or RDMA read to `qp`, with `IBV_SEND_SIGNALED` if `signal`,
 /// filling in `swr` (the endpoint's [`SendWr`]).
 ///
-/// Inlined into its one caller (`Transport::post`): a call of its own saved and restored six
-/// registers and passed the request's fields through the stack, about 20 instructions per
-/// post.
+/// Inlined into the endpoint's post (`transport::post_on`), which the facade inlines into its
+/// own posts (`crate::direct`): a call of its own saved and restored six registers and passed
+/// the request's fields through the stack, about 20 instructions per post. `wr` is a whole
+/// request or the usual post's parts (`crate::req`).
 ///
 /// # Errors
 /// The errno of `ibv_post_send` (ENOMEM: queue full, EINVAL: bad request).
